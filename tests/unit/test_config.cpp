@@ -1,0 +1,32 @@
+#include <fstream>
+
+#include "mm/core/json_config.h"
+#include "mm/core/run_config.h"
+#include "testing.h"
+
+TEST(JsonView, TypedAccessNamesFileAndKeyPath) {
+  nlohmann::json j = nlohmann::json::parse(R"({"a": 1, "nested": {"b": "x", "c": [1, 2]}})");
+  mm::JsonView v(j, "config.json");
+  EXPECT_EQ(v.get<int>("a"), 1);
+  EXPECT_EQ(v.child("nested").get<std::string>("b"), "x");
+  EXPECT_EQ(v.child("nested").get<std::vector<int>>("c"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(v.get_or<int>("missing", 7), 7);
+  EXPECT_EQ(v.child("absent").get_or<int>("k", 3), 3);
+  EXPECT_THROW_MSG(v.child("nested").get<int>("d"), "config.json: nested.d: missing required key");
+  EXPECT_THROW_MSG(v.child("nested").get<int>("b"), "config.json: nested.b: has the wrong type");
+}
+
+TEST(RunConfig, LoadsYamlAndAppliesOverrides) {
+  auto dir = mm::testing::temp_dir("runcfg");
+  std::ofstream(dir / "cfg.yaml") << "model:\n  path: a\noptim:\n  lr: 0.1\n";
+  auto cfg = mm::load_run_config(dir / "cfg.yaml", {"optim.lr=2e-4", "data.batch=[1, 2]", "new.deep.key=true"});
+  EXPECT_EQ(cfg["model"]["path"].as<std::string>(), "a");
+  EXPECT_DOUBLE_EQ(cfg["optim"]["lr"].as<double>(), 2e-4);
+  EXPECT_EQ(cfg["data"]["batch"].as<std::vector<int>>(), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(cfg["new"]["deep"]["key"].as<bool>());
+  EXPECT_THROW_MSG(mm::load_run_config(dir / "cfg.yaml", {"novalue"}), "override 'novalue' is not of the form");
+  EXPECT_THROW_MSG(mm::load_run_config(dir / "cfg.yaml", {"model.path.x=1"}), "'path' is not a mapping");
+  std::ofstream(dir / "bad.yaml") << "a: [1, 2\n";
+  EXPECT_THROW_MSG(mm::load_run_config(dir / "bad.yaml"), "bad.yaml:");
+  EXPECT_THROW_MSG(mm::load_run_config(dir / "none.yaml"), "cannot open run config");
+}
