@@ -1,18 +1,30 @@
-// mmtrain: the one binary. Subcommands share option names; errors print one line and exit 1.
+// mmtrain: the one binary. Subcommands share option names; bad input prints one line
+// ("mmtrain: error: ...") and exits 1.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
+#include "commands.h"
 #include "mm/core/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"mmtrain: multimodal training, inference and evaluation on libtorch"};
+  CLI::App app{
+      "mmtrain: multimodal training, inference and evaluation on libtorch.\n"
+      "Models are Hugging Face directories (config.json, safetensors, tokenizer files)."};
   app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Print help for every subcommand");
+  // (infer lands with the chat pipeline)
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const mm::Error& e) {
+    std::cerr << "mmtrain: error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "mmtrain: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
     std::cerr << "mmtrain: error: " << e.what() << "\n";
     return 1;
   }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Benchmarks, each side by side with the reference in one run (same inputs, same threads).
+# Usage: bench/run.sh BUILD_DIR PYTHON [THREADS]   (./mm bench runs it)
+set -euo pipefail
+BUILD="$1"; PY="$2"; THREADS="${3:-2}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="$BUILD/bench"
+REF="$ROOT/tests/reference"
+mkdir -p "$WORK"
+export OMP_NUM_THREADS="$THREADS" TRANSFORMERS_VERBOSITY=error HF_HUB_OFFLINE=1
+
+[ -f "$WORK/tokenizer/tokenizer.json" ] || "$PY" "$REF/tokenizer_corpus.py" "$WORK/tokenizer" >/dev/null
+[ -f "$WORK/model/config.json" ] || (cd "$REF" && "$PY" make_bench_model.py "$WORK/model" "$WORK/tokenizer" >/dev/null 2>&1)
+# ~1 MB of the multilingual test corpus.
+"$PY" -c "import json,sys; c=json.load(open(sys.argv[1])); lines=[bytes.fromhex(x['hex']).decode('utf-8','replace').replace('\n',' ') for x in c['cases']]; t='\n'.join(lines)+'\n'; open(sys.argv[2],'w').write(t*max(1,1000000//len(t.encode())))" \
+  "$WORK/tokenizer/cases.json" "$WORK/corpus.txt"
+
+ratio() { "$PY" -c "import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); k=sys.argv[3]; print(f'{a[k]:.3f} vs {b[k]:.3f} -> {a[k]/b[k]:.2f}x')" "$@"; }
+
+echo "== tokenizer throughput (MB/s, one thread, higher is better): mmtrain vs tokenizers"
+ours=$("$BUILD/bench/bench_tokenizer" "$WORK/tokenizer" "$WORK/corpus.txt" 3)
+theirs=$("$PY" "$REF/bench_tokenizer.py" "$WORK/tokenizer" "$WORK/corpus.txt" 3)
+echo "$ours"; echo "$theirs"; ratio "$ours" "$theirs" mb_per_s
+
+echo "== Qwen2.5-VL one image (224x224) + 32 new tokens, $THREADS threads (ms, lower is better): mmtrain vs transformers"
+ours=$("$BUILD/bench/bench_vlm" "$WORK/model" "$WORK/model/bench.png" "Describe the image." "$THREADS" 32 3)
+theirs=$("$PY" "$REF/bench_vlm.py" "$WORK/model" "$WORK/model/bench.png" "Describe the image." "$THREADS" 32 3)
+echo "$ours"; echo "$theirs"
+echo -n "prefill: "; ratio "$theirs" "$ours" prefill_ms
+echo -n "decode per token: "; ratio "$theirs" "$ours" decode_ms_per_token
+echo "(ratios are reference time / mmtrain time: above 1 means mmtrain is faster)"
