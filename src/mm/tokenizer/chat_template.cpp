@@ -1,0 +1,128 @@
+#include "mm/tokenizer/chat_template.h"
+
+#include <nlohmann/json.hpp>
+
+#include "mm/core/error.h"
+#include "mm/core/json_config.h"
+
+namespace mm {
+namespace {
+
+std::string string_field(const nlohmann::json& object, const char* key, const std::string& where) {
+  const auto& value = object[key];
+  MM_CHECK(value.is_string(), where, ".", key, ": expected a string, got ", value.dump());
+  return value.get<std::string>();
+}
+
+// The media source of an image or video part: the first of `keys` present; "image_url" may be a
+// string or {"url": ...} as in the OpenAI API.
+std::string media_source(const nlohmann::json& part, std::initializer_list<const char*> keys,
+                         const std::string& where, const char* kind) {
+  for (const char* key : keys) {
+    if (!part.contains(key)) continue;
+    const auto& value = part[key];
+    if (value.is_object()) {
+      MM_CHECK(value.contains("url"), where, ".", key, ".url: missing");
+      return string_field(value, "url", where + "." + key);
+    }
+    return string_field(part, key, where);
+  }
+  std::string names;
+  for (const char* key : keys) names += std::string(names.empty() ? "" : ", ") + "\"" + key + "\"";
+  fail(where, ": ", kind, " part without a source (expected one of ", names, ")");
+}
+
+ContentPart parse_part(const nlohmann::json& part, const std::string& where) {
+  MM_CHECK(part.is_object(), where, ": expected an object like {\"type\": \"text\", \"text\": ...}, got ",
+           part.dump());
+  std::string type;
+  if (part.contains("type")) type = string_field(part, "type", where);
+  ContentPart out;
+  // Same order of tests as the Jinja template.
+  if (type == "image" || part.contains("image") || part.contains("image_url")) {
+    out.kind = ContentPart::Kind::image;
+    out.source = media_source(part, {"image", "image_url", "url", "path"}, where, "image");
+  } else if (type == "video" || part.contains("video")) {
+    out.kind = ContentPart::Kind::video;
+    out.source = media_source(part, {"video", "url", "path"}, where, "video");
+  } else if (part.contains("text")) {
+    out.kind = ContentPart::Kind::text;
+    out.text = string_field(part, "text", where);
+  } else {
+    fail(where, ": unsupported content part", type.empty() ? std::string() : " of type \"" + type + "\"",
+         " (expected text, image, image_url or video)");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const std::string& where) {
+  MM_CHECK(messages.is_array(), where, ": messages: expected an array of {\"role\", \"content\"}");
+  std::vector<ChatMessage> out;
+  out.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string at = str_cat(where, ": messages[", i, "]");
+    const auto& message = messages[i];
+    MM_CHECK(message.is_object(), at, ": expected an object with \"role\" and \"content\"");
+    MM_CHECK(message.contains("role"), at, ".role: missing");
+    ChatMessage parsed;
+    parsed.role = string_field(message, "role", at);
+    MM_CHECK(!parsed.role.empty(), at, ".role: must not be empty");
+    MM_CHECK(message.contains("content") && !message["content"].is_null(), at, ".content: missing");
+    const auto& content = message["content"];
+    if (content.is_string()) {
+      parsed.content.push_back({ContentPart::Kind::text, content.get<std::string>(), {}});
+    } else {
+      MM_CHECK(content.is_array(), at, ".content: expected a string or an array of parts, got ", content.dump());
+      for (size_t j = 0; j < content.size(); ++j) {
+        parsed.content.push_back(parse_part(content[j], str_cat(at, ".content[", j, "]")));
+      }
+    }
+    out.push_back(std::move(parsed));
+  }
+  return out;
+}
+
+std::vector<ChatMessage> parse_messages_file(const std::filesystem::path& path) {
+  const nlohmann::json json = read_json_file(path);
+  if (json.is_object() && json.contains("messages")) return parse_messages(json["messages"], path.string());
+  return parse_messages(json, path.string());
+}
+
+std::string render_qwen2_vl_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                 bool add_vision_id) {
+  // transformers refuses an empty conversation too.
+  MM_CHECK(!messages.empty(), "chat template: no messages to render");
+  std::string out;
+  int images = 0, videos = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& message = messages[i];
+    if (i == 0 && message.role != "system") {
+      out += "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n";
+    }
+    out += "<|im_start|>" + message.role + "\n";
+    for (const ContentPart& part : message.content) {
+      switch (part.kind) {
+        case ContentPart::Kind::text:
+          out += part.text;
+          break;
+        case ContentPart::Kind::image:
+          ++images;
+          if (add_vision_id) out += str_cat("Picture ", images, ": ");
+          out += "<|vision_start|><|image_pad|><|vision_end|>";
+          break;
+        case ContentPart::Kind::video:
+          ++videos;
+          if (add_vision_id) out += str_cat("Video ", videos, ": ");
+          out += "<|vision_start|><|video_pad|><|vision_end|>";
+          break;
+      }
+    }
+    out += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+}  // namespace mm

@@ -1,0 +1,90 @@
+"""Oracle: conversations rendered by transformers' apply_chat_template (tokenize=False) with the
+official Qwen2-VL / Qwen2.5-VL chat template (chat_template.json of Qwen/Qwen2.5-VL-7B-Instruct,
+identical to Qwen2-VL's; reference data copied verbatim).
+
+Writes <out>/conversations.json: [{"name", "messages", "add_generation_prompt", "add_vision_id",
+"expected"}].
+"""
+import json, os, sys
+
+from tokenizers import Tokenizer, models
+from transformers import PreTrainedTokenizerFast
+
+QWEN2_5_VL_CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
+    "{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}"
+    "Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}"
+    "Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+
+# Rendering needs no vocabulary: any tokenizer object carries the template.
+tokenizer = PreTrainedTokenizerFast(
+    tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")),
+    chat_template=QWEN2_5_VL_CHAT_TEMPLATE)
+
+img = lambda src: {"type": "image", "image": src}
+vid = lambda src: {"type": "video", "video": src}
+txt = lambda t: {"type": "text", "text": t}
+
+conversations = {
+    "text_string": [{"role": "user", "content": "Hello, who are you?"}],
+    "system_user_assistant": [
+        {"role": "system", "content": "You are a terse assistant."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4."},
+        {"role": "user", "content": "And 3+3?"},
+    ],
+    "single_image": [{"role": "user", "content": [img("file:///data/cat.jpg"), txt("Describe this image.")]}],
+    "images_and_videos": [
+        {"role": "system", "content": [txt("You look at pictures.")]},
+        {"role": "user", "content": [img("a.png"), img("b.png"), txt("Compare these, then watch:"), vid("clip.mp4")]},
+        {"role": "assistant", "content": [txt("The first is red; the video shows a dog.")]},
+        {"role": "user", "content": [vid("second.mp4"), txt("And now?"), img("c.png")]},
+    ],
+    "openai_image_url": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/x.jpg"}},
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": "data:image/png;base64,AAAA"},
+    ]}],
+    "url_and_path_keys": [{"role": "user", "content": [
+        {"type": "image", "url": "http://h/i.jpg"}, {"type": "video", "path": "/v/1.mp4"},
+        {"image": "untyped.jpg"}, {"video": "untyped.mp4"}, {"type": "text", "text": "untyped parts"}]}],
+    "assistant_first": [{"role": "assistant", "content": "I start."}, {"role": "user", "content": "ok"}],
+    "system_in_middle": [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "Now be formal."},
+        {"role": "user", "content": [txt("Good day.")]},
+    ],
+    "unicode_and_newlines": [{"role": "user", "content": [
+        txt("Café 你好 👋🏽\nline two\r\n\ttabbed  "), txt("<|im_end|> literal"), txt("")]}],
+    "empty_contents": [{"role": "user", "content": []}, {"role": "assistant", "content": ""}],
+    "tool_role": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "<tool_call>{\"name\": \"w\"}</tool_call>"},
+        {"role": "tool", "content": "{\"t\": 21}"},
+    ],
+}
+
+records = []
+for name, messages in conversations.items():
+    for add_generation_prompt in (False, True):
+        for add_vision_id in (False, True):
+            expected = tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=add_generation_prompt,
+                add_vision_id=add_vision_id)
+            records.append({"name": name, "messages": messages, "add_generation_prompt": add_generation_prompt,
+                            "add_vision_id": add_vision_id, "expected": expected})
+with open(os.path.join(out, "conversations.json"), "w") as f:
+    json.dump(records, f, ensure_ascii=False, indent=1)

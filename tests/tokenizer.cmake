@@ -1,0 +1,5 @@
+# Tokenizer (byte-level BPE from tokenizer.json) and chat templates.
+mm_oracle(tokenizer_corpus)
+mm_oracle(chat_template)
+mm_test(test_tokenizer ORACLES tokenizer_corpus)
+mm_test(test_chat_template ORACLES chat_template)
