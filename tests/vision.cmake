@@ -1,0 +1,3 @@
+# Vision encoders: parity with the transformers implementations.
+mm_oracle(qwen2_5_vl_vision)
+mm_test(test_qwen2_5_vl_vision ORACLES qwen2_5_vl_vision)
