@@ -42,8 +42,8 @@ std::vector<int64_t> sample_frame_indices(int64_t total_frames, double video_fps
   at::Tensor idx = torch::arange(0, total_frames, static_cast<double>(total_frames) / *count,
                                  torch::kFloat)
                        .to(torch::kInt);
-  indices.reserve(idx.numel());
-  for (int64_t i = 0; i < idx.numel(); ++i) indices.push_back(idx[i].item<int>());
+  const int* values = idx.data_ptr<int>();
+  indices.assign(values, values + idx.numel());
   return indices;
 }
 
