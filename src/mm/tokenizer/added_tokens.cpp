@@ -1,5 +1,7 @@
 #include "mm/tokenizer/added_tokens.h"
 
+#include <algorithm>
+
 #include "mm/tokenizer/unicode_text.h"
 
 namespace mm {

@@ -1,5 +1,6 @@
 #include "mm/tokenizer/bpe_tokenizer.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "mm/core/error.h"

@@ -142,7 +142,11 @@ void PreTokenizer::add(const nlohmann::json& spec, const std::string& where) {
     } else {
       fail(where, ".pattern: expected {\"Regex\": ...} or {\"String\": ...}, got ", pattern.dump());
     }
-    const std::string behavior = spec.value("behavior", std::string("Isolated"));
+    std::string behavior = "Isolated";
+    if (spec.contains("behavior")) {
+      MM_CHECK(spec["behavior"].is_string(), where, ".behavior: expected a string");
+      behavior = spec["behavior"].get<std::string>();
+    }
     MM_CHECK(behavior == "Isolated" || behavior == "Removed", where, ".behavior: unsupported \"",
              behavior, "\" (supported: Isolated, Removed)");
     step.keep_matches = behavior == "Isolated";
