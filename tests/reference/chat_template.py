@@ -1,6 +1,5 @@
 """Oracle: conversations rendered by transformers' apply_chat_template (tokenize=False) with the
-official Qwen2-VL / Qwen2.5-VL chat template (chat_template.json of Qwen/Qwen2.5-VL-7B-Instruct,
-identical to Qwen2-VL's; reference data copied verbatim).
+official Qwen2-VL / Qwen2.5-VL chat template (qwen2_vl_chat_template.py).
 
 Writes <out>/conversations.json: [{"name", "messages", "add_generation_prompt", "add_vision_id",
 "expected"}].
@@ -10,21 +9,7 @@ import json, os, sys
 from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast
 
-QWEN2_5_VL_CHAT_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
-    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
-    "{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}"
-    "Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif content['type'] == 'video' or 'video' in content %}"
-    "{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}"
-    "Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
-    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+from qwen2_vl_chat_template import QWEN2_VL_CHAT_TEMPLATE
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -32,7 +17,7 @@ os.makedirs(out, exist_ok=True)
 # Rendering needs no vocabulary: any tokenizer object carries the template.
 tokenizer = PreTrainedTokenizerFast(
     tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")),
-    chat_template=QWEN2_5_VL_CHAT_TEMPLATE)
+    chat_template=QWEN2_VL_CHAT_TEMPLATE)
 
 img = lambda src: {"type": "image", "image": src}
 vid = lambda src: {"type": "video", "video": src}

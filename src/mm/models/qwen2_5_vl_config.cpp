@@ -31,6 +31,7 @@ void Qwen2_5_VLVisionConfig::validate() const {
            ") must be divisible by num_heads (", num_heads, ")");
   MM_CHECK((hidden_size / num_heads) % 4 == 0, "config.json: vision_config head dim ",
            hidden_size / num_heads, " must be divisible by 4 for 2D rotary embeddings");
+  check_positive(window_size, s, "window_size");
   MM_CHECK(window_size % (patch_size * spatial_merge_size) == 0, "config.json: vision_config.window_size (",
            window_size, ") must be a multiple of patch_size * spatial_merge_size");
   for (int64_t i : fullatt_block_indexes)
