@@ -1,0 +1,38 @@
+// Shared by the Qwen2.5-VL model and generation tests: the oracle's goldens and its cases.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "mm/core/safetensors.h"
+#include "mm/models/vlm_model.h"
+#include "testing.h"
+
+namespace mm::testing {
+
+inline const std::vector<std::string> kCases = {"text", "image", "two_images", "video", "image_video", "batch"};
+
+inline std::filesystem::path model_dir(const std::string& name) { return golden_dir("qwen2_5_vl_model") / name; }
+
+inline std::shared_ptr<SafetensorsFile> cases_of(const std::string& config) {
+  return SafetensorsFile::open(golden_dir("qwen2_5_vl_model") / ("cases_" + config + ".safetensors"));
+}
+
+inline torch::Tensor field(const SafetensorsFile& file, const std::string& c, const std::string& name) {
+  const auto key = c + "." + name;
+  return file.contains(key) ? file.tensor(key).clone() : torch::Tensor();
+}
+
+inline Qwen2_5_VLInputs inputs_of(const SafetensorsFile& file, const std::string& c) {
+  Qwen2_5_VLInputs in;
+  in.input_ids = field(file, c, "input_ids");
+  in.attention_mask = field(file, c, "attention_mask");
+  in.pixel_values = field(file, c, "pixel_values");
+  in.image_grid_thw = field(file, c, "image_grid_thw");
+  in.pixel_values_videos = field(file, c, "pixel_values_videos");
+  in.video_grid_thw = field(file, c, "video_grid_thw");
+  if (auto s = field(file, c, "second_per_grid_ts"); s.defined())
+    in.second_per_grid_ts = std::vector<double>(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
+  return in;
+}
+
+}  // namespace mm::testing

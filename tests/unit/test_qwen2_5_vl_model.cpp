@@ -1,0 +1,208 @@
+// Qwen2.5-VL parity with transformers 5.17 (tests/reference/qwen2_5_vl_model.py): logits of every
+// case and config within 1e-4, M-RoPE positions exact, both checkpoint layouts and the sharded
+// copy, and the errors for broken checkpoints, configs and placeholder counts.
+#include <fstream>
+
+#include "mm/core/json_config.h"
+#include "mm/models/common/rotary.h"
+#include "mm/models/common/weights.h"
+#include "model_cases.h"
+
+namespace mm::testing {
+namespace {
+
+using Model = Qwen2_5_VLForConditionalGeneration;
+
+Model load(const std::string& name, torch::Dtype dtype = torch::kFloat32) {
+  return Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir(name), dtype);
+}
+
+// Logits at real tokens only (padding positions carry no meaning): [tokens, vocab].
+torch::Tensor real_positions(const torch::Tensor& logits, const Qwen2_5_VLInputs& in) {
+  if (!in.attention_mask.defined()) return logits.reshape({-1, logits.size(-1)});
+  return logits.index({in.attention_mask.to(torch::kBool)});
+}
+
+class ModelParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelParity, PositionIdsMatchGetRopeIndex) {
+  auto model = load(GetParam());
+  auto cases = cases_of(GetParam());
+  for (const auto& c : kCases) {
+    auto in = inputs_of(*cases, c);
+    auto rope = model->get_rope_index(in);
+    EXPECT_TRUE(torch::equal(rope.position_ids, field(*cases, c, "position_ids"))) << c;
+    EXPECT_TRUE(torch::equal(rope.deltas, field(*cases, c, "rope_deltas"))) << c;
+  }
+}
+
+TEST_P(ModelParity, LogitsMatchTransformers) {
+  auto model = load(GetParam());
+  auto cases = cases_of(GetParam());
+  torch::NoGradGuard no_grad;
+  for (const auto& c : kCases) {
+    auto in = inputs_of(*cases, c);
+    auto logits = model->forward(in);
+    const double diff = max_abs_diff(real_positions(logits, in), real_positions(field(*cases, c, "logits"), in));
+    std::cout << "[ max diff ] config " << GetParam() << ", " << c << ": " << diff << std::endl;
+    EXPECT_LE(diff, 1e-4) << c;
+  }
+}
+
+TEST_P(ModelParity, Bfloat16LoadStaysClose) {
+  auto model = load(GetParam(), torch::kBFloat16);
+  for (const auto& [name, tensor] : named_weights(*model)) ASSERT_EQ(tensor.scalar_type(), torch::kBFloat16) << name;
+  auto cases = cases_of(GetParam());
+  torch::NoGradGuard no_grad;
+  for (const std::string c : {"text", "image_video"}) {
+    auto in = inputs_of(*cases, c);
+    auto logits = model->forward(in);
+    ASSERT_EQ(logits.scalar_type(), torch::kBFloat16);
+    auto golden = field(*cases, c, "logits");
+    const double diff = max_abs_diff(logits.to(torch::kFloat32), golden);
+    const double scale = golden.abs().max().item<double>();
+    std::cout << "[ bf16 ] config " << GetParam() << ", " << c << ": max diff " << diff << " (max |logit| " << scale
+              << ")" << std::endl;
+    EXPECT_LE(diff, 0.05 * scale) << c;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ModelParity, ::testing::Values("A", "B"));
+
+TEST(Qwen2_5_VLModel, TiedEmbeddingsHaveNoLmHead) {
+  auto a = load("A");
+  auto b = load("B");
+  EXPECT_TRUE(a->lm_head);
+  EXPECT_FALSE(b->lm_head);  // B is tied; its checkpoint has no lm_head.weight either
+  EXPECT_FALSE(Checkpoint::open(model_dir("B")).contains("lm_head.weight"));
+  EXPECT_TRUE(Checkpoint::open(model_dir("B")).contains("model.language_model.embed_tokens.weight"));
+  EXPECT_TRUE(Checkpoint::open(model_dir("A")).contains("model.embed_tokens.weight"));
+}
+
+TEST(Qwen2_5_VLModel, ShardedCheckpointLoadsTheSameWeights) {
+  ASSERT_TRUE(std::filesystem::exists(model_dir("A_sharded") / "model.safetensors.index.json"));
+  auto whole = load("A");
+  auto sharded = load("A_sharded");
+  auto expected = named_weights(*whole);
+  auto got = named_weights(*sharded);
+  ASSERT_EQ(expected.size(), got.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(expected[i].first, got[i].first);
+    EXPECT_TRUE(torch::equal(expected[i].second, got[i].second)) << expected[i].first;
+  }
+  auto cases = cases_of("A");
+  torch::NoGradGuard no_grad;
+  auto in = inputs_of(*cases, "text");
+  EXPECT_TRUE(torch::equal(whole->forward(in), sharded->forward(in)));
+}
+
+// A copy of model A whose weights are `tensors` (and the same config files).
+std::filesystem::path broken_copy(const std::string& name,
+                                  const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  auto dir = temp_dir(name);
+  std::filesystem::copy_file(model_dir("A") / "config.json", dir / "config.json");
+  save_safetensors(dir / "model.safetensors", tensors);
+  return dir;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> tensors_of_a() {
+  auto ckpt = Checkpoint::open(model_dir("A"));
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& name : ckpt.names()) out.emplace_back(name, ckpt.tensor(name));
+  return out;
+}
+
+TEST(Qwen2_5_VLModel, MissingTensorIsNamed) {
+  auto tensors = tensors_of_a();
+  std::erase_if(tensors, [](const auto& t) { return t.first == "model.norm.weight"; });
+  auto dir = broken_copy("missing", tensors);
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+                   "missing: model.norm.weight");
+}
+
+TEST(Qwen2_5_VLModel, WrongShapeIsNamed) {
+  auto tensors = tensors_of_a();
+  for (auto& [name, tensor] : tensors)
+    if (name == "model.layers.1.self_attn.k_proj.weight") tensor = torch::zeros({64, 64});
+  auto dir = broken_copy("shape", tensors);
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+                   "model.layers.1.self_attn.k_proj.weight is [64, 64], expected [32, 64]");
+}
+
+TEST(Qwen2_5_VLModel, UnexpectedTensorIsNamed) {
+  auto tensors = tensors_of_a();
+  tensors.emplace_back("model.layers.7.mlp.up_proj.weight", torch::zeros({2, 2}));
+  auto dir = broken_copy("unexpected", tensors);
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+                   "unexpected: model.layers.7.mlp.up_proj.weight");
+}
+
+TEST(Qwen2_5_VLModel, ConfigMissingRequiredKeyIsNamed) {
+  auto json = read_json_file(model_dir("A") / "config.json");
+  json["text_config"].erase("num_hidden_layers");
+  auto dir = temp_dir("config_key");
+  std::ofstream(dir / "config.json") << json.dump();
+  std::filesystem::copy_file(model_dir("A") / "model.safetensors", dir / "model.safetensors");
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+                   "text_config.num_hidden_layers: missing required key");
+}
+
+TEST(Qwen2_5_VLModel, MissingDirectoryIsNamed) {
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained("/nonexistent/qwen", torch::kFloat32),
+                   "/nonexistent/qwen is not a directory");
+}
+
+TEST(Qwen2_5_VLModel, PlaceholderCountMustMatchFeatures) {
+  auto model = load("A");
+  auto cases = cases_of("A");
+  torch::NoGradGuard no_grad;
+  auto in = inputs_of(*cases, "image");
+  const int64_t image_token = model->config().image_token_id;
+  // One more placeholder than the 12 embeddings of the (1, 6, 8) image, in the text after it.
+  auto ids = in.input_ids.clone();
+  ids[0][ids.size(1) - 2] = image_token;
+  in.input_ids = ids;
+  EXPECT_THROW_MSG(model->forward(in), "input_ids has 13 image placeholder tokens (id 290) but image_grid_thw gives 12");
+  // Placeholders without pixel values.
+  auto text_only = inputs_of(*cases, "image");
+  text_only.pixel_values = torch::Tensor();
+  EXPECT_THROW_MSG(model->forward(text_only), "but no pixel values were given");
+  // A grid row that matches no placeholder run.
+  auto extra_grid = inputs_of(*cases, "text");
+  extra_grid.image_grid_thw = torch::tensor({{1, 4, 4}}, torch::kInt64);
+  EXPECT_THROW_MSG(model->get_rope_index(extra_grid), "image_grid_thw has 1 rows but input_ids has 0 image placeholder runs");
+}
+
+TEST(Qwen2_5_VLModel, MropeWithEqualAxesIsPlainRope) {
+  auto inv_freq = rope_inv_freq(16, 10000.0, torch::kCPU);
+  auto positions = torch::arange(0, 40, torch::kInt64).view({2, 20});
+  auto plain = rope_cos_sin(inv_freq, positions, torch::kFloat32);
+  auto multi = mrope_cos_sin(inv_freq, positions.unsqueeze(0).expand({3, 2, 20}), {2, 3, 3}, torch::kFloat32);
+  EXPECT_TRUE(torch::equal(plain.cos, multi.cos));
+  EXPECT_TRUE(torch::equal(plain.sin, multi.sin));
+  // Different axes must change the bands they own: band 0 (temporal) is frequencies [0, 2).
+  auto axes = positions.unsqueeze(0).repeat({3, 1, 1});
+  axes[0].fill_(0);
+  auto shifted = mrope_cos_sin(inv_freq, axes, {2, 3, 3}, torch::kFloat32);
+  EXPECT_TRUE(torch::equal(shifted.cos.narrow(-1, 2, 6), plain.cos.narrow(-1, 2, 6)));
+  EXPECT_FALSE(torch::equal(shifted.cos.narrow(-1, 0, 2), plain.cos.narrow(-1, 0, 2)));
+}
+
+TEST(Qwen2_5_VLModel, TrainingForwardHasGradients) {
+  auto model = load("A");
+  model->train();
+  auto cases = cases_of("A");
+  auto in = inputs_of(*cases, "text");
+  auto logits = model->forward(in);
+  auto labels = in.input_ids.narrow(1, 1, in.input_ids.size(1) - 1).reshape({-1});
+  auto loss = torch::nn::functional::cross_entropy(
+      logits.narrow(1, 0, logits.size(1) - 1).reshape({-1, logits.size(-1)}), labels);
+  loss.backward();
+  for (const auto& p : model->model->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
+  }
+}
+
+}  // namespace
+}  // namespace mm::testing
