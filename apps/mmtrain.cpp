@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
       "Models are Hugging Face directories (config.json, safetensors, tokenizer files)."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
-  // (infer lands with the chat pipeline)
+  mm::cli::add_infer_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -241,7 +241,7 @@ def variant(name, edit):
     vdir = os.path.join(out, "variants", name)
     os.makedirs(vdir, exist_ok=True)
     vtok.save(os.path.join(vdir, "tokenizer.json"))
-    ids = [vtok.encode(raw.decode("utf-8", errors="replace"), add_special_tokens=False).ids for _, raw in cases]
+    ids = [vtok.encode(raw.decode("utf-8", errors="replace")).ids for _, raw in cases]
     with open(os.path.join(vdir, "ids.json"), "w") as f:
         json.dump(ids, f)
 
@@ -266,6 +266,21 @@ def nfkc_legacy_merges(spec):
     spec["model"]["merges"] = [" ".join(m) for m in spec["model"]["merges"]]
 
 
+def template_processing(spec):
+    # A BOS/EOS-style post-processor (transformers 5 writes one, usually adding nothing).
+    bos, eos = "<|endoftext|>", "<|im_end|>"
+    ids = {t["content"]: t["id"] for t in spec["added_tokens"]}
+    spec["post_processor"] = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": eos, "type_id": 0}}],
+         "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {bos: {"id": bos, "ids": [ids[bos]], "tokens": [bos]},
+                            eos: {"id": eos, "ids": [ids[eos]], "tokens": [eos]}}}]}
+
+
 variant("gpt2_style", gpt2_style)
+variant("template_processing", template_processing)
 variant("ignore_merges", ignore_merges)
 variant("nfkc_legacy_merges", nfkc_legacy_merges)

@@ -139,7 +139,7 @@ TEST(Tokenizer, NormalizationAndUtf8RepairMatchPython) {
 }
 
 TEST(Tokenizer, VariantsMatchReference) {
-  for (const std::string name : {"gpt2_style", "ignore_merges", "nfkc_legacy_merges"}) {
+  for (const std::string name : {"gpt2_style", "ignore_merges", "nfkc_legacy_merges", "template_processing"}) {
     SCOPED_TRACE(name);
     const auto dir = golden() / "variants" / name;
     const auto expected = mm::read_json_file(dir / "ids.json").get<std::vector<std::vector<int64_t>>>();
@@ -287,8 +287,16 @@ TEST(TokenizerErrors, BrokenTokenizerJson) {
        "pre_tokenizer.pretokenizers[0].behavior: unsupported \"MergedWithNext\""},
       {"decoder", [](json& s) { s["decoder"] = {{"type", "WordPiece"}}; },
        "tokenizer.json: decoder: unsupported decoder \"WordPiece\""},
-      {"post_processor", [](json& s) { s["post_processor"] = {{"type", "TemplateProcessing"}}; },
-       "tokenizer.json: post_processor.type: unsupported post-processor \"TemplateProcessing\""},
+      {"post_processor", [](json& s) { s["post_processor"] = {{"type", "BertProcessing"}}; },
+       "tokenizer.json: post_processor.type: unsupported post-processor \"BertProcessing\""},
+      {"template", [](json& s) { s["post_processor"] = {{"type", "TemplateProcessing"}}; },
+       "tokenizer.json: post_processor.single: expected an array"},
+      {"template_ids",
+       [](json& s) {
+         s["post_processor"] = json::parse(
+             R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}]})");
+       },
+       "tokenizer.json: post_processor.special_tokens: no ids for \"<s>\""},
       {"added_token", [](json& s) { s["added_tokens"][0].erase("content"); },
        "tokenizer.json: added_tokens[0].content: expected a string"},
   };

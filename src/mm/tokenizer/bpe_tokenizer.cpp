@@ -34,6 +34,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> tokens_by_id;
   std::vector<uint8_t> id_kind;  // kAbsent, kToken, kSpecial
   NamedToken bos, eos, pad, unk;
+  std::vector<int64_t> template_prefix, template_suffix;  // the post-processor's special tokens
 
   static constexpr uint8_t kAbsent = 0, kToken = 1, kSpecial = 2;
 
@@ -68,18 +69,45 @@ AddedToken parse_added_token(const nlohmann::json& entry, const std::string& whe
   return token;
 }
 
-void check_post_processor(const nlohmann::json& spec, const std::string& where) {
+// The post-processor's single-sequence template as ids around the encoded text: TemplateProcessing
+// ("single": [SpecialToken..., Sequence A, SpecialToken...]), possibly inside a Sequence;
+// ByteLevel only adjusts offsets. transformers 5 writes a TemplateProcessing of just [A].
+void parse_post_processor(const nlohmann::json& spec, const std::string& where,
+                          std::vector<int64_t>& prefix, std::vector<int64_t>& suffix) {
   if (spec.is_null()) return;
   const std::string type = type_of(spec);
-  if (type == "ByteLevel") return;  // only adjusts offsets
+  if (type == "ByteLevel") return;
   if (type == "Sequence" && spec.contains("processors") && spec["processors"].is_array()) {
-    for (size_t i = 0; i < spec["processors"].size(); ++i) {
-      check_post_processor(spec["processors"][i], str_cat(where, ".processors[", i, "]"));
-    }
+    for (size_t i = 0; i < spec["processors"].size(); ++i)
+      parse_post_processor(spec["processors"][i], str_cat(where, ".processors[", i, "]"), prefix, suffix);
     return;
   }
-  fail(where, ".type: unsupported post-processor \"", type,
-       "\" (supported: null, ByteLevel; encode never adds BOS/EOS)");
+  MM_CHECK(type == "TemplateProcessing", where, ".type: unsupported post-processor \"", type,
+           "\" (supported: null, ByteLevel, TemplateProcessing, Sequence of them)");
+  MM_CHECK(spec.contains("single") && spec["single"].is_array(), where, ".single: expected an array");
+  bool seen_sequence = false;
+  for (size_t i = 0; i < spec["single"].size(); ++i) {
+    const auto& piece = spec["single"][i];
+    const std::string at = str_cat(where, ".single[", i, "]");
+    if (piece.contains("Sequence")) {
+      MM_CHECK(!seen_sequence, at, ": a single-sequence template holds one Sequence");
+      seen_sequence = true;
+      continue;
+    }
+    MM_CHECK(piece.contains("SpecialToken") && piece["SpecialToken"].contains("id") &&
+                 piece["SpecialToken"]["id"].is_string(),
+             at, ": expected {\"Sequence\": ...} or {\"SpecialToken\": {\"id\": ...}}");
+    const std::string name = piece["SpecialToken"]["id"].get<std::string>();
+    const auto& table = spec.value("special_tokens", nlohmann::json::object());
+    MM_CHECK(table.contains(name) && table[name].contains("ids") && table[name]["ids"].is_array(), where,
+             ".special_tokens: no ids for \"", name, "\"");
+    auto& out = seen_sequence ? suffix : prefix;
+    for (const auto& id : table[name]["ids"]) {
+      MM_CHECK(id.is_number_integer(), where, ".special_tokens.", name, ".ids: expected integers");
+      out.push_back(id.get<int64_t>());
+    }
+  }
+  MM_CHECK(seen_sequence, where, ".single: the template has no Sequence");
 }
 
 }  // namespace
@@ -170,7 +198,8 @@ std::shared_ptr<Tokenizer::Impl> load_tokenizer_json(const std::filesystem::path
       BpeModel::from_json(spec["model"], file),
       Normalizer::from_json(spec.value("normalizer", nlohmann::json()), file + ": normalizer"),
       PreTokenizer::from_json(spec.value("pre_tokenizer", nlohmann::json()), file + ": pre_tokenizer"));
-  check_post_processor(spec.value("post_processor", nlohmann::json()), file + ": post_processor");
+  parse_post_processor(spec.value("post_processor", nlohmann::json()), file + ": post_processor",
+                       impl->template_prefix, impl->template_suffix);
 
   const nlohmann::json decoder = spec.value("decoder", nlohmann::json());
   MM_CHECK(!decoder.is_null() && type_of(decoder) == "ByteLevel", file,
@@ -266,7 +295,15 @@ Tokenizer Tokenizer::from_dir(const std::filesystem::path& dir) {
   return Tokenizer(std::move(impl));
 }
 
-std::vector<int64_t> Tokenizer::encode(std::string_view text) const { return impl_->encode(text); }
+std::vector<int64_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  if (!add_special_tokens || (impl_->template_prefix.empty() && impl_->template_suffix.empty()))
+    return impl_->encode(text);
+  std::vector<int64_t> ids = impl_->template_prefix;
+  const std::vector<int64_t> body = impl_->encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  ids.insert(ids.end(), impl_->template_suffix.begin(), impl_->template_suffix.end());
+  return ids;
+}
 
 std::string Tokenizer::decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
   std::vector<std::string_view> tokens;

@@ -3,7 +3,7 @@
 //
 // encode(text): added/special tokens are matched in the raw text first and never split; the
 // rest is normalized (e.g. NFC), pre-tokenized (regex split + byte-level mapping) and merged by
-// BPE rank. No BOS/EOS are added (the post_processor must be null or ByteLevel).
+// BPE rank. The post-processor's template (TemplateProcessing) may add special tokens around them.
 //
 // Bytes that are not valid UTF-8: encode takes bytes and replaces each maximal invalid subpart
 // with U+FFFD first — the ids are those `tokenizers` gives for
@@ -31,7 +31,9 @@ class Tokenizer {
   // A tokenizer.json alone: no named special tokens.
   static Tokenizer from_file(const std::filesystem::path& tokenizer_json);
 
-  std::vector<int64_t> encode(std::string_view text) const;
+  // add_special_tokens: wrap the ids in the post-processor's template (TemplateProcessing), as
+  // `tokenizers` does by default; Qwen's template adds nothing.
+  std::vector<int64_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // Unknown ids are skipped, as in `tokenizers`; skip_special_tokens drops added tokens marked
   // special (e.g. <|im_end|>).
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;

@@ -1,0 +1,84 @@
+#include "mm/tasks/vlm_chat.h"
+
+#include <torch/torch.h>
+
+#include "mm/core/error.h"
+#include "mm/data/image_decode.h"
+#include "mm/data/video_decode.h"
+
+namespace mm {
+namespace {
+
+VideoSampling sampling_for(const Qwen2VLPreprocessConfig& config, const VideoOptions& options) {
+  VideoSampling sampling = config.video_sampling();
+  if (options.fps) {
+    sampling.fps = options.fps;
+    sampling.num_frames.reset();
+  }
+  if (options.max_frames && *options.max_frames > 0) sampling.max_frames = *options.max_frames;
+  return sampling;
+}
+
+}  // namespace
+
+Qwen2_5_VLChat::Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype)
+    : tokenizer_(Tokenizer::from_dir(model_dir)),
+      processor_(Qwen2VLProcessor::from_pretrained(model_dir)),
+      model_(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir, dtype)) {
+  model_->eval();
+}
+
+std::string Qwen2_5_VLChat::render(const std::vector<ChatMessage>& messages) const {
+  return render_qwen2_vl_chat(messages, /*add_generation_prompt=*/true);
+}
+
+Qwen2_5_VLInputs Qwen2_5_VLChat::prepare(const std::vector<ChatMessage>& messages,
+                                         const VideoOptions& video) const {
+  std::vector<at::Tensor> images, videos;
+  std::vector<double> video_fps;
+  const VideoSampling sampling = sampling_for(processor_.video_config(), video);
+  for (const auto& message : messages)
+    for (const auto& part : message.content) {
+      if (part.kind == ContentPart::Kind::image) {
+        images.push_back(decode_image(part.source));
+      } else if (part.kind == ContentPart::Kind::video) {
+        DecodedVideo decoded = decode_video(part.source, sampling);
+        videos.push_back(decoded.frames);
+        video_fps.push_back(decoded.sampled_fps());
+      }
+    }
+
+  Qwen2_5_VLInputs inputs;
+  if (!images.empty()) {
+    VisionInputs v = processor_.preprocess_images(images);
+    inputs.pixel_values = v.pixel_values;
+    inputs.image_grid_thw = v.grid_thw;
+  }
+  if (!videos.empty()) {
+    VideoInputs v = processor_.preprocess_videos(videos, video_fps);
+    inputs.pixel_values_videos = v.pixel_values;
+    inputs.video_grid_thw = v.grid_thw;
+    inputs.second_per_grid_ts = v.second_per_grid_ts;
+  }
+  const std::string text = expand_vision_placeholders(
+      render(messages), inputs.image_grid_thw, inputs.video_grid_thw,
+      processor_.image_config().merge_size);
+  const std::vector<int64_t> ids = tokenizer_.encode(text);
+  inputs.input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+  return inputs;
+}
+
+std::vector<int64_t> Qwen2_5_VLChat::generate_ids(const Qwen2_5_VLInputs& inputs,
+                                                  GenerationConfig config) {
+  if (auto eos = tokenizer_.eos_token_id()) config.stop_token_ids.push_back(*eos);
+  torch::NoGradGuard no_grad;
+  return generate(model_, inputs, config);
+}
+
+std::string Qwen2_5_VLChat::reply(const std::vector<ChatMessage>& messages,
+                                  const GenerationConfig& config, const VideoOptions& video) {
+  return tokenizer_.decode(generate_ids(prepare(messages, video), config),
+                           /*skip_special_tokens=*/true);
+}
+
+}  // namespace mm

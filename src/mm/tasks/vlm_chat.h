@@ -1,0 +1,56 @@
+// The Qwen2.5-VL chat pipeline, as transformers' processor + generate run it: render the
+// conversation with the chat template, decode and preprocess its images and videos, expand the
+// placeholders, tokenize, generate, decode the answer.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mm/data/qwen2_vl_processor.h"
+#include "mm/models/vlm_model.h"
+#include "mm/tasks/generation.h"
+#include "mm/tokenizer/bpe_tokenizer.h"
+#include "mm/tokenizer/chat_template.h"
+
+namespace mm {
+
+// How frames are taken from video files. Unset fields fall back to the model's
+// video_preprocessor_config.json (which, by default, keeps every frame).
+struct VideoOptions {
+  std::optional<double> fps;          // frames per second to sample
+  std::optional<int64_t> max_frames;  // upper bound on sampled frames
+};
+
+class Qwen2_5_VLChat {
+ public:
+  // model_dir: a Hugging Face Qwen2.5-VL directory (config, safetensors, tokenizer and
+  // preprocessor configs).
+  Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype = torch::kFloat32);
+
+  // The prompt text (chat template with the assistant turn opened), before placeholder expansion.
+  std::string render(const std::vector<ChatMessage>& messages) const;
+
+  // Model inputs for a conversation: media decoded from each part's `source`, preprocessed,
+  // placeholders expanded to one token per merged patch, text tokenized. Batch of one.
+  Qwen2_5_VLInputs prepare(const std::vector<ChatMessage>& messages, const VideoOptions& video = {}) const;
+
+  // New token ids (the stop token included when one ends the answer). Stops at the model's eos
+  // ids, the tokenizer's eos token and config.stop_token_ids.
+  std::vector<int64_t> generate_ids(const Qwen2_5_VLInputs& inputs, GenerationConfig config);
+
+  // The answer text, special tokens removed.
+  std::string reply(const std::vector<ChatMessage>& messages, const GenerationConfig& config,
+                    const VideoOptions& video = {});
+
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const Qwen2VLProcessor& processor() const { return processor_; }
+  Qwen2_5_VLForConditionalGeneration& model() { return model_; }
+
+ private:
+  Tokenizer tokenizer_;
+  Qwen2VLProcessor processor_;
+  Qwen2_5_VLForConditionalGeneration model_{nullptr};
+};
+
+}  // namespace mm

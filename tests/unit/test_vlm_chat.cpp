@@ -1,0 +1,155 @@
+// The whole chat pipeline (template, media decoding, preprocessing, placeholder expansion,
+// tokenization, generation, decoding) against transformers' AutoProcessor + generate, and the
+// `mmtrain infer` command line on the same model directory.
+#include <fstream>
+
+#include "mm/core/json_config.h"
+#include "mm/tasks/vlm_chat.h"
+#include "testing.h"
+
+namespace fs = std::filesystem;
+using mm::testing::golden_dir;
+using mm::testing::run_command;
+
+namespace {
+
+struct PipelineGolden {
+  nlohmann::json cases;
+  fs::path model_dir;
+  double video_fps;
+  std::shared_ptr<mm::SafetensorsFile> tensors;
+};
+
+const PipelineGolden& golden() {
+  static const PipelineGolden g = [] {
+    PipelineGolden p;
+    const auto dir = golden_dir("qwen2_5_vl_pipeline");
+    auto j = mm::read_json_file(dir / "cases.json");
+    p.cases = j["cases"];
+    p.model_dir = j["model_dir"].get<std::string>();
+    p.video_fps = j["video_fps"].get<double>();
+    p.tensors = mm::SafetensorsFile::open(dir / "tensors.safetensors");
+    return p;
+  }();
+  return g;
+}
+
+mm::Qwen2_5_VLChat& chat() {
+  static mm::Qwen2_5_VLChat c(golden().model_dir, torch::kFloat32);
+  return c;
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+class PipelineCase : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(PipelineCase, EqualsTransformersProcessorAndGenerate) {
+  const auto& c = golden().cases.at(GetParam());
+  const auto messages = mm::parse_messages(c["messages"], GetParam());
+  EXPECT_EQ(chat().render(messages), c["prompt"].get<std::string>());
+
+  mm::VideoOptions video;
+  video.fps = golden().video_fps;
+  const mm::Qwen2_5_VLInputs inputs = chat().prepare(messages, video);
+  const auto ids = c["input_ids"].get<std::vector<int64_t>>();
+  ASSERT_EQ(inputs.input_ids.sizes(), (std::vector<int64_t>{1, (int64_t)ids.size()}));
+  EXPECT_TRUE(torch::equal(inputs.input_ids[0], torch::tensor(ids)));
+
+  const auto& t = *golden().tensors;
+  const std::string n = GetParam();
+  auto check = [&](const char* key, const torch::Tensor& ours, double tol) {
+    const std::string name = n + "." + key;
+    if (!t.contains(name)) {
+      EXPECT_FALSE(ours.defined()) << name << " should be absent";
+      return;
+    }
+    ASSERT_TRUE(ours.defined()) << name;
+    EXPECT_LE(mm::testing::max_abs_diff(ours, t.tensor(name)), tol) << name;
+  };
+  check("pixel_values", inputs.pixel_values, 1e-5);
+  check("image_grid_thw", inputs.image_grid_thw, 0);
+  check("pixel_values_videos", inputs.pixel_values_videos, 1e-5);
+  check("video_grid_thw", inputs.video_grid_thw, 0);
+  EXPECT_EQ(inputs.second_per_grid_ts, c["second_per_grid_ts"].get<std::vector<double>>());
+
+  mm::GenerationConfig greedy;
+  greedy.max_new_tokens = 32;
+  const auto new_ids = chat().generate_ids(inputs, greedy);
+  EXPECT_EQ(new_ids, c["new_ids"].get<std::vector<int64_t>>());
+  EXPECT_EQ(chat().tokenizer().decode(new_ids, true), c["answer"].get<std::string>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen2_5_VL, PipelineCase,
+                         ::testing::Values("text_only", "one_image", "two_images", "one_video",
+                                           "image_and_video"));
+
+TEST(InferCli, MessagesFileGivesTheReferenceAnswer) {
+  const auto& c = golden().cases.at("image_and_video");
+  const auto dir = mm::testing::temp_dir("infer_messages");
+  std::ofstream(dir / "conv.json") << c["messages"].dump();
+  auto [rc, out] = run_command(mm::testing::kMmtrain + " infer --model " + golden().model_dir.string() +
+                               " --messages " + (dir / "conv.json").string() +
+                               " --greedy --max-new-tokens 32 --video-fps 2 2>/dev/null");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, c["answer"].get<std::string>() + "\n");
+}
+
+TEST(InferCli, ImageAndPromptFlagsGiveTheReferenceAnswer) {
+  const auto& c = golden().cases.at("one_image");
+  const auto& parts = c["messages"][0]["content"];
+  auto [rc, out] = run_command(mm::testing::kMmtrain + " infer --model " + golden().model_dir.string() +
+                               " --image " + parts[0]["image"].get<std::string>() + " --prompt " +
+                               quote(parts[1]["text"].get<std::string>()) +
+                               " --greedy --max-new-tokens 32 2>/dev/null");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, c["answer"].get<std::string>() + "\n");
+}
+
+TEST(InferCli, SamplingIsReproducibleWithASeed) {
+  const std::string cmd = mm::testing::kMmtrain + " infer --model " + golden().model_dir.string() +
+                          " --prompt hello --temperature 0.8 --top-p 0.9 --top-k 50 --seed 7 --max-new-tokens 12";
+  auto [rc1, a] = run_command(cmd + " 2>/dev/null");
+  auto [rc2, b] = run_command(cmd + " 2>/dev/null");
+  EXPECT_EQ(rc1, 0) << a;
+  EXPECT_EQ(rc2, 0) << b;
+  EXPECT_EQ(a, b);
+}
+
+TEST(InferCli, BadInputsFailWithOneClearLine) {
+  const auto dir = mm::testing::temp_dir("infer_bad");
+  const std::string base = mm::testing::kMmtrain + " infer --model " + golden().model_dir.string();
+  std::ofstream(dir / "notes.txt") << "this is text, not an image\n";
+  std::ofstream(dir / "empty.mp4");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--image " + (dir / "notes.txt").string() + " --prompt hi", "notes.txt"},
+      {"--video " + (dir / "empty.mp4").string() + " --prompt hi", "empty.mp4"},
+      {"--image " + golden().cases["one_image"]["messages"][0]["content"][0]["image"].get<std::string>() +
+           " --prompt '<|vision_start|><|image_pad|><|vision_end|> two?'",
+       "image placeholders"},
+      {"--prompt hi --dtype fp8", "--dtype 'fp8' is not supported"},
+      {"", "give --prompt"},
+  };
+  for (const auto& c : cases) {
+    auto [rc, out] = run_command(base + " " + c.args);
+    EXPECT_EQ(rc, 1) << c.args << "\n" << out;
+    EXPECT_NE(out.find("mmtrain: error: "), std::string::npos) << out;
+    EXPECT_NE(out.find(c.message), std::string::npos) << c.args << "\n" << out;
+  }
+}
+
+TEST(InferCli, ModelWithBrokenConfigNamesTheKey) {
+  const auto dir = mm::testing::temp_dir("infer_broken_model");
+  for (const auto& entry : fs::directory_iterator(golden().model_dir))
+    fs::copy(entry.path(), dir / entry.path().filename());
+  auto config = mm::read_json_file(dir / "config.json");
+  config["text_config"].erase("num_hidden_layers");
+  std::ofstream(dir / "config.json") << config.dump();
+  auto [rc, out] = run_command(mm::testing::kMmtrain + " infer --model " + dir.string() + " --prompt hi");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("config.json: text_config.num_hidden_layers: missing required key"), std::string::npos) << out;
+}
