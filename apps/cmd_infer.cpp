@@ -87,7 +87,7 @@ void add_infer_command(CLI::App& app) {
   cmd->add_option("--seed", options->generation.seed, "Sampling seed (same seed, same answer)")->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
-  cmd->add_option("--video-fps", options->video_fps, "Frames per second sampled from videos (0 = as the model's video_preprocessor_config.json says)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--video-fps", options->video_fps, "Frames per second sampled from videos (0 = as the model's video_preprocessor_config.json says)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--video-frames", options->video_frames, "Most frames taken from a video (0 = the processor's limit)")->capture_default_str();
   cmd->add_flag("--show-prompt", options->show_prompt, "Print the rendered chat prompt to stderr");
   cmd->callback([options] { run_infer(*options); });

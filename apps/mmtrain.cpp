@@ -16,8 +16,13 @@ int main(int argc, char** argv) {
   mm::cli::add_infer_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "mmtrain: error: " << e.what() << " (see mmtrain --help)\n";
+    return 2;
   } catch (const mm::Error& e) {
     std::cerr << "mmtrain: error: " << e.what() << "\n";
     return 1;

@@ -85,7 +85,7 @@ TEST(Safetensors, WrittenFilesReadBackByTheReferenceLibrary) {
 TEST(Safetensors, ShardedWriteRoundTrips) {
   auto dir = temp_dir("st_shards");
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (int i = 0; i < 5; ++i) tensors.push_back({"t" + std::to_string(i), torch::full({256}, float(i))});
+  for (int i = 0; i < 5; ++i) tensors.push_back({std::string("t").append(std::to_string(i)), torch::full({256}, float(i))});
   mm::save_checkpoint(dir, tensors, /*max_shard_bytes=*/2048);
   EXPECT_TRUE(fs::exists(dir / "model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(dir / "model-00003-of-00003.safetensors"));

@@ -153,3 +153,15 @@ TEST(InferCli, ModelWithBrokenConfigNamesTheKey) {
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("config.json: text_config.num_hidden_layers: missing required key"), std::string::npos) << out;
 }
+
+TEST(InferCli, UsageErrorsExitTwoWithOneLine) {
+  for (const std::string args : {"infer --model /nonexistent/dir --prompt hi", "infer --prompt hi", "bogus", ""}) {
+    auto [rc, out] = run_command(mm::testing::kMmtrain + " " + args);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+    EXPECT_EQ(out.rfind("mmtrain: error: ", 0), 0u) << args << "\n" << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << args << "\n" << out;
+  }
+  auto [rc, out] = run_command(mm::testing::kMmtrain + " infer --help");
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("--max-new-tokens"), std::string::npos) << out;
+}
