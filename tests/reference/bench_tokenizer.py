@@ -8,7 +8,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from tokenizers import Tokenizer
 
 tok = Tokenizer.from_file(os.path.join(sys.argv[1], "tokenizer.json"))
-with open(sys.argv[2], encoding="utf-8", errors="replace") as f:
+with open(sys.argv[2], encoding="utf-8", errors="replace", newline="") as f:
     lines = f.read().split("\n")
 if lines and lines[-1] == "":
     lines.pop()
