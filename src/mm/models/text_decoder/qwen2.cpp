@@ -64,20 +64,10 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCo
   return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));
 }
 
-Qwen2MLPImpl::Qwen2MLPImpl(const Qwen2TextConfig& config) {
-  auto linear = [](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
-  gate_proj = register_module("gate_proj", linear(config.hidden_size, config.intermediate_size));
-  up_proj = register_module("up_proj", linear(config.hidden_size, config.intermediate_size));
-  down_proj = register_module("down_proj", linear(config.intermediate_size, config.hidden_size));
-}
-
-torch::Tensor Qwen2MLPImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
-}
-
 Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index) {
   self_attn = register_module("self_attn", Qwen2Attention(config, layer_index));
-  mlp = register_module("mlp", Qwen2MLP(config));
+  mlp = register_module("mlp", GatedMLP(config.hidden_size, config.intermediate_size, /*bias=*/false,
+                                        config.hidden_act));
   input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));

@@ -12,6 +12,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "mm/models/common/gated_mlp.h"
 #include "mm/models/common/norms.h"
 #include "mm/models/common/rotary.h"
 #include "mm/models/qwen2_5_vl_config.h"
@@ -48,16 +49,6 @@ class Qwen2AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Qwen2Attention);
 
-class Qwen2MLPImpl : public torch::nn::Module {
- public:
-  explicit Qwen2MLPImpl(const Qwen2TextConfig& config);
-  // x: [..., hidden] -> down(silu(gate(x)) * up(x)): [..., hidden]
-  torch::Tensor forward(const torch::Tensor& x);
-
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-};
-TORCH_MODULE(Qwen2MLP);
-
 class Qwen2DecoderLayerImpl : public torch::nn::Module {
  public:
   Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index);
@@ -66,7 +57,7 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
                         KVCache* cache);
 
   Qwen2Attention self_attn{nullptr};
-  Qwen2MLP mlp{nullptr};
+  GatedMLP mlp{nullptr};  // no biases, act = config.hidden_act
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
 };
 TORCH_MODULE(Qwen2DecoderLayer);

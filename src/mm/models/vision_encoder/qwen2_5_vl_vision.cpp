@@ -17,14 +17,6 @@ namespace {
 constexpr double kVisionRopeTheta = 10000.0;
 constexpr double kNormEps = 1e-6;
 
-torch::Tensor activate(const std::string& act, const torch::Tensor& x) {
-  if (act == "silu") return torch::silu(x);
-  if (act == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
-  if (act == "gelu") return torch::gelu(x);
-  if (act == "quick_gelu") return x * torch::sigmoid(1.702 * x);
-  fail("Qwen2.5-VL vision: unsupported hidden_act '", act, "'");
-}
-
 torch::nn::Linear linear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(true));
 }
@@ -77,21 +69,11 @@ torch::Tensor Qwen2_5_VLVisionAttentionImpl::forward(const torch::Tensor& x, con
   return proj(out.reshape({seq, num_heads_ * head_dim_}));
 }
 
-Qwen2_5_VLMLPImpl::Qwen2_5_VLMLPImpl(const Qwen2_5_VLVisionConfig& c) : act_(c.hidden_act) {
-  gate_proj = register_module("gate_proj", linear(c.hidden_size, c.intermediate_size));
-  up_proj = register_module("up_proj", linear(c.hidden_size, c.intermediate_size));
-  down_proj = register_module("down_proj", linear(c.intermediate_size, c.hidden_size));
-}
-
-torch::Tensor Qwen2_5_VLMLPImpl::forward(const torch::Tensor& x) {
-  return down_proj(activate(act_, gate_proj(x)) * up_proj(x));
-}
-
 Qwen2_5_VLVisionBlockImpl::Qwen2_5_VLVisionBlockImpl(const Qwen2_5_VLVisionConfig& c) {
   norm1 = register_module("norm1", RMSNorm(c.hidden_size, kNormEps));
   norm2 = register_module("norm2", RMSNorm(c.hidden_size, kNormEps));
   attn = register_module("attn", Qwen2_5_VLVisionAttention(c));
-  mlp = register_module("mlp", Qwen2_5_VLMLP(c));
+  mlp = register_module("mlp", GatedMLP(c.hidden_size, c.intermediate_size, /*bias=*/true, c.hidden_act));
 }
 
 torch::Tensor Qwen2_5_VLVisionBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,

@@ -18,6 +18,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "mm/models/common/gated_mlp.h"
 #include "mm/models/common/norms.h"
 #include "mm/models/qwen2_5_vl_config.h"
 
@@ -55,19 +56,6 @@ class Qwen2_5_VLVisionAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Qwen2_5_VLVisionAttention);
 
-// down_proj(act(gate_proj(x)) * up_proj(x)), act = config.hidden_act; all with biases.
-class Qwen2_5_VLMLPImpl : public torch::nn::Module {
- public:
-  explicit Qwen2_5_VLMLPImpl(const Qwen2_5_VLVisionConfig& config);
-  // x: [seq, hidden] -> [seq, hidden]
-  torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-
- private:
-  std::string act_;
-};
-TORCH_MODULE(Qwen2_5_VLMLP);
-
 // Pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x)). A sharding / recompute unit.
 class Qwen2_5_VLVisionBlockImpl : public torch::nn::Module {
  public:
@@ -77,7 +65,7 @@ class Qwen2_5_VLVisionBlockImpl : public torch::nn::Module {
                         const VarlenSegments& segments);
   RMSNorm norm1{nullptr}, norm2{nullptr};
   Qwen2_5_VLVisionAttention attn{nullptr};
-  Qwen2_5_VLMLP mlp{nullptr};
+  GatedMLP mlp{nullptr};  // with biases, act = config.hidden_act
 };
 TORCH_MODULE(Qwen2_5_VLVisionBlock);
 

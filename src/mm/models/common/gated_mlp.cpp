@@ -1,0 +1,32 @@
+#include "mm/models/common/gated_mlp.h"
+
+#include <torch/torch.h>
+
+#include "mm/core/error.h"
+
+namespace mm {
+
+torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) {
+  if (name == "silu") return torch::silu(x);
+  if (name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
+  if (name == "gelu") return torch::gelu(x);
+  if (name == "quick_gelu") return x * torch::sigmoid(1.702 * x);
+  fail("unsupported hidden_act '", name, "' (silu, gelu, gelu_pytorch_tanh, quick_gelu)");
+}
+
+GatedMLPImpl::GatedMLPImpl(int64_t hidden_size, int64_t intermediate_size, bool bias, std::string activation)
+    : activation_(std::move(activation)) {
+  apply_activation(activation_, torch::zeros({1}));  // reject an unknown name at construction
+  auto linear = [bias](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  };
+  gate_proj = register_module("gate_proj", linear(hidden_size, intermediate_size));
+  up_proj = register_module("up_proj", linear(hidden_size, intermediate_size));
+  down_proj = register_module("down_proj", linear(intermediate_size, hidden_size));
+}
+
+torch::Tensor GatedMLPImpl::forward(const torch::Tensor& x) {
+  return down_proj(apply_activation(activation_, gate_proj(x)) * up_proj(x));
+}
+
+}  // namespace mm
