@@ -35,10 +35,11 @@ CONFIGS = {
               cases=[[(1, 8, 8)], [(1, 6, 10)], [(3, 4, 6)], [(1, 8, 8), (1, 6, 10), (2, 10, 14), (1, 2, 2)]],
               bf16=True),
     # Non-default spatial sizes: 3x3 merge, 6-pixel patches, one frame per temporal patch,
-    # 2 channels, 3x3 merged units per window, gelu_pytorch_tanh.
+    # 2 channels, 3x3 merged units per window, gelu_pytorch_tanh, a non-default rotary base.
     "b": dict(vision=dict(depth=3, hidden_size=48, num_heads=2, intermediate_size=80, out_hidden_size=40,
                           patch_size=6, spatial_merge_size=3, temporal_patch_size=1, in_channels=2,
-                          window_size=54, fullatt_block_indexes=[2], hidden_act="gelu_pytorch_tanh"),
+                          window_size=54, fullatt_block_indexes=[2], hidden_act="gelu_pytorch_tanh",
+                          rope_parameters={"rope_type": "axial", "rope_theta": 500.0}),
               cases=[[(1, 9, 15), (2, 12, 6), (1, 3, 3)], [(1, 15, 21)]],
               bf16=False),
 }

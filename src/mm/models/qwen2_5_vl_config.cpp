@@ -32,6 +32,7 @@ void Qwen2_5_VLVisionConfig::validate() const {
   MM_CHECK((hidden_size / num_heads) % 4 == 0, "config.json: vision_config head dim ",
            hidden_size / num_heads, " must be divisible by 4 for 2D rotary embeddings");
   check_positive(window_size, s, "window_size");
+  MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
   MM_CHECK(window_size % (patch_size * spatial_merge_size) == 0, "config.json: vision_config.window_size (",
            window_size, ") must be a multiple of patch_size * spatial_merge_size");
   for (int64_t i : fullatt_block_indexes)
@@ -88,6 +89,7 @@ Qwen2_5_VLConfig Qwen2_5_VLConfig::from_json(const nlohmann::json& json, const s
   vc.window_size = v.get_or<int64_t>("window_size", vc.window_size);
   vc.out_hidden_size = v.get<int64_t>("out_hidden_size");
   vc.fullatt_block_indexes = v.get_or<std::vector<int64_t>>("fullatt_block_indexes", vc.fullatt_block_indexes);
+  vc.rope_theta = v.child("rope_parameters").get_or<double>("rope_theta", vc.rope_theta);
 
   // Published checkpoints keep the text fields at the top level; transformers 5 nests them.
   const JsonView t = root.has("text_config") ? root.child("text_config") : root;
@@ -131,7 +133,8 @@ nlohmann::json Qwen2_5_VLConfig::to_json() const {
       {"temporal_patch_size", vision.temporal_patch_size},
       {"tokens_per_second", vision.tokens_per_second}, {"window_size", vision.window_size},
       {"out_hidden_size", vision.out_hidden_size},
-      {"fullatt_block_indexes", vision.fullatt_block_indexes}};
+      {"fullatt_block_indexes", vision.fullatt_block_indexes},
+      {"rope_parameters", {{"rope_type", "axial"}, {"rope_theta", vision.rope_theta}}}};
   nlohmann::json text_json = {
       {"model_type", "qwen2_5_vl_text"}, {"vocab_size", text.vocab_size},
       {"hidden_size", text.hidden_size}, {"intermediate_size", text.intermediate_size},

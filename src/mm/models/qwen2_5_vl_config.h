@@ -24,6 +24,9 @@ struct Qwen2_5_VLVisionConfig {
   int64_t window_size = 112;
   int64_t out_hidden_size = 3584;
   std::vector<int64_t> fullatt_block_indexes = {7, 15, 23, 31};
+  // 2D rotary base: vision_config.rope_parameters.rope_theta (absent from the published configs;
+  // transformers defaults it to 10000).
+  double rope_theta = 10000.0;
 
   void validate() const;
 };

@@ -13,8 +13,6 @@
 namespace mm {
 namespace {
 
-// The published configs carry no vision rope_theta; transformers defaults it to 10000.
-constexpr double kVisionRopeTheta = 10000.0;
 constexpr double kNormEps = 1e-6;
 
 torch::nn::Linear linear(int64_t in, int64_t out) {
@@ -104,7 +102,7 @@ Qwen2_5_VisionTransformerImpl::Qwen2_5_VisionTransformerImpl(const Qwen2_5_VLVis
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < config_.depth; ++i) blocks->push_back(Qwen2_5_VLVisionBlock(config_));
   merger = register_module("merger", Qwen2_5_VLPatchMerger(config_));
-  inv_freq_ = axial_rope_inv_freq(config_.hidden_size / config_.num_heads, kVisionRopeTheta);
+  inv_freq_ = axial_rope_inv_freq(config_.hidden_size / config_.num_heads, config_.rope_theta);
 }
 
 torch::Tensor Qwen2_5_VisionTransformerImpl::forward(const torch::Tensor& pixel_values,
