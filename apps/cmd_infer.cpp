@@ -1,10 +1,12 @@
 // `mmtrain infer`: answer a prompt (or a whole conversation) about images and videos.
 #include <torch/torch.h>
 
+#include <chrono>
 #include <iostream>
 
 #include "commands.h"
 #include "mm/core/error.h"
+#include "mm/core/log.h"
 #include "mm/tasks/vlm_chat.h"
 #include "mm/tokenizer/chat_template.h"
 
@@ -58,7 +60,10 @@ void run_infer(InferOptions& o) {
   VideoOptions video;
   if (o.video_fps > 0) video.fps = o.video_fps;
   if (o.video_frames > 0) video.max_frames = o.video_frames;
+  const auto start = std::chrono::steady_clock::now();
   Qwen2_5_VLChat chat(o.model, parse_dtype(o.dtype));
+  log::info("loaded ", o.model, " (", o.dtype, ") in ",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
   const auto messages = messages_from(o);
   if (o.show_prompt) std::cerr << chat.render(messages) << "\n";
   std::cout << chat.reply(messages, o.generation, video) << std::endl;

@@ -2,16 +2,26 @@
 // ("mmtrain: error: ...") and exits 1.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
 #include "mm/core/error.h"
+#include "mm/core/log.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "mmtrain: multimodal training, inference and evaluation on libtorch.\n"
       "Models are Hugging Face directories (config.json, safetensors, tokenizer files)."};
   app.require_subcommand(1);
+  // torchrun / Slurm set RANK and WORLD_SIZE; logs of rank > 0 stay quiet below warnings.
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (rank && world) mm::log::set_rank(std::atoi(rank), std::atoi(world));
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug, info, warn or error (messages go to stderr)")
+      ->capture_default_str()
+      ->each([](const std::string& level) { mm::log::set_level(mm::log::level_from_string(level)); });
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
   mm::cli::add_infer_command(app);
   try {

@@ -1,6 +1,7 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
+#include "mm/core/log.h"
 #include "mm/core/run_config.h"
 #include "testing.h"
 
@@ -29,4 +30,23 @@ TEST(RunConfig, LoadsYamlAndAppliesOverrides) {
   std::ofstream(dir / "bad.yaml") << "a: [1, 2\n";
   EXPECT_THROW_MSG(mm::load_run_config(dir / "bad.yaml"), "bad.yaml:");
   EXPECT_THROW_MSG(mm::load_run_config(dir / "none.yaml"), "cannot open run config");
+}
+
+TEST(Log, PrefixesTheRankAndQuietsOtherRanksBelowWarnings) {
+  ::testing::internal::CaptureStderr();
+  mm::log::set_rank(1, 4);
+  mm::log::info("hidden on rank 1");
+  mm::log::warn("shown ", 42);
+  mm::log::set_rank(0, 4);
+  mm::log::set_level(mm::log::Level::warn);
+  mm::log::info("below the level");
+  mm::log::set_level(mm::log::Level::info);
+  mm::log::info("rank zero");
+  mm::log::set_rank(0, 1);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("hidden on rank 1"), std::string::npos) << err;
+  EXPECT_EQ(err.find("below the level"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank1] shown 42"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank0] rank zero"), std::string::npos) << err;
+  EXPECT_THROW_MSG(mm::log::level_from_string("loud"), "unknown log level 'loud'");
 }

@@ -91,7 +91,7 @@ TEST(InferCli, MessagesFileGivesTheReferenceAnswer) {
   std::ofstream(dir / "conv.json") << c["messages"].dump();
   auto [rc, out] = run_command(mm::testing::kMmtrain + " infer --model " + golden().model_dir.string() +
                                " --messages " + (dir / "conv.json").string() +
-                               " --greedy --max-new-tokens 32 --video-fps 2 2>/dev/null");
+                               " --greedy --max-new-tokens 32 --video-fps 2", /*with_stderr=*/false);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, c["answer"].get<std::string>() + "\n");
 }
@@ -102,7 +102,7 @@ TEST(InferCli, ImageAndPromptFlagsGiveTheReferenceAnswer) {
   auto [rc, out] = run_command(mm::testing::kMmtrain + " infer --model " + golden().model_dir.string() +
                                " --image " + parts[0]["image"].get<std::string>() + " --prompt " +
                                quote(parts[1]["text"].get<std::string>()) +
-                               " --greedy --max-new-tokens 32 2>/dev/null");
+                               " --greedy --max-new-tokens 32", /*with_stderr=*/false);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, c["answer"].get<std::string>() + "\n");
 }
@@ -110,8 +110,8 @@ TEST(InferCli, ImageAndPromptFlagsGiveTheReferenceAnswer) {
 TEST(InferCli, SamplingIsReproducibleWithASeed) {
   const std::string cmd = mm::testing::kMmtrain + " infer --model " + golden().model_dir.string() +
                           " --prompt hello --temperature 0.8 --top-p 0.9 --top-k 50 --seed 7 --max-new-tokens 12";
-  auto [rc1, a] = run_command(cmd + " 2>/dev/null");
-  auto [rc2, b] = run_command(cmd + " 2>/dev/null");
+  auto [rc1, a] = run_command(cmd, /*with_stderr=*/false);
+  auto [rc2, b] = run_command(cmd, /*with_stderr=*/false);
   EXPECT_EQ(rc1, 0) << a;
   EXPECT_EQ(rc2, 0) << b;
   EXPECT_EQ(a, b);

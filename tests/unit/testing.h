@@ -36,10 +36,10 @@ inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
 }
 
-// Runs a shell command, returns {exit status, combined stdout+stderr}.
-inline std::pair<int, std::string> run_command(const std::string& cmd) {
+// Runs a shell command, returns {exit status, stdout with (or without) stderr}.
+inline std::pair<int, std::string> run_command(const std::string& cmd, bool with_stderr = true) {
   std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  FILE* p = ::popen((cmd + (with_stderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
   if (!p) return {-1, ""};
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
