@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "commands.h"
-#include "mm/core/error.h"
 #include "mm/core/log.h"
 
 int main(int argc, char** argv) {
@@ -26,20 +25,15 @@ int main(int argc, char** argv) {
   mm::cli::add_infer_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "mmtrain: error: " << e.what() << " (see mmtrain --help)\n";
     return 2;
-  } catch (const mm::Error& e) {
-    std::cerr << "mmtrain: error: " << e.what() << "\n";
-    return 1;
-  } catch (const c10::Error& e) {
+  } catch (const c10::Error& e) {  // its what() carries a C++ backtrace
     std::cerr << "mmtrain: error: " << e.what_without_backtrace() << "\n";
     return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // mm::Error and the rest
     std::cerr << "mmtrain: error: " << e.what() << "\n";
     return 1;
   }
