@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "mm/core/error.h"
+#include "mm/models/common/gated_mlp.h"
 
 namespace mm {
 namespace {
@@ -38,9 +39,8 @@ void Qwen2_5_VLVisionConfig::validate() const {
   for (int64_t i : fullatt_block_indexes)
     MM_CHECK(i >= 0 && i < depth, "config.json: vision_config.fullatt_block_indexes has ", i,
              ", outside [0, depth=", depth, ")");
-  MM_CHECK(hidden_act == "silu" || hidden_act == "gelu_pytorch_tanh" || hidden_act == "gelu" ||
-               hidden_act == "quick_gelu",
-           "config.json: vision_config.hidden_act '", hidden_act, "' is not supported");
+  MM_CHECK(is_supported_activation(hidden_act), "config.json: vision_config.hidden_act '", hidden_act,
+           "' is not supported");
 }
 
 void Qwen2TextConfig::validate() const {

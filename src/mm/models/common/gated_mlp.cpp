@@ -6,6 +6,10 @@
 
 namespace mm {
 
+bool is_supported_activation(const std::string& name) {
+  return name == "silu" || name == "gelu_pytorch_tanh" || name == "gelu" || name == "quick_gelu";
+}
+
 torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) {
   if (name == "silu") return torch::silu(x);
   if (name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
@@ -16,7 +20,8 @@ torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x) 
 
 GatedMLPImpl::GatedMLPImpl(int64_t hidden_size, int64_t intermediate_size, bool bias, std::string activation)
     : activation_(std::move(activation)) {
-  apply_activation(activation_, torch::zeros({1}));  // reject an unknown name at construction
+  MM_CHECK(is_supported_activation(activation_), "unsupported hidden_act '", activation_,
+           "' (silu, gelu, gelu_pytorch_tanh, quick_gelu)");
   auto linear = [bias](int64_t in, int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
   };

@@ -9,7 +9,9 @@
 
 namespace mm {
 
-// HF `hidden_act` names: silu, gelu, gelu_pytorch_tanh, quick_gelu. Throws for any other.
+// HF `hidden_act` names: silu, gelu, gelu_pytorch_tanh, quick_gelu.
+bool is_supported_activation(const std::string& name);
+// Throws for a name is_supported_activation rejects.
 torch::Tensor apply_activation(const std::string& name, const torch::Tensor& x);
 
 class GatedMLPImpl : public torch::nn::Module {
