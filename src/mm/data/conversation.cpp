@@ -1,0 +1,258 @@
+#include "mm/data/conversation.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mm/core/error.h"
+#include "mm/data/sample_errors.h"
+
+namespace mm {
+namespace {
+
+[[noreturn]] void malformed(const std::string& where, const std::string& what) {
+  throw SampleError(SkipReason::malformed_record, str_cat(where, ": ", what));
+}
+
+std::string map_role(const std::string& role, const std::string& where) {
+  if (role == "human" || role == "user") return "user";
+  if (role == "gpt" || role == "assistant") return "assistant";
+  if (role == "system") return "system";
+  malformed(where, str_cat("unknown role '", role, "' (expected human/user, gpt/assistant or system)"));
+}
+
+std::string resolve(const std::string& source, const std::filesystem::path& media_root) {
+  const std::filesystem::path p(source);
+  if (p.is_absolute() || media_root.empty()) return source;
+  return (media_root / p).string();
+}
+
+// A media field that is a path or a list of paths; absent or null means none.
+std::vector<std::string> media_list(const nlohmann::json& record, const char* plural, const char* singular,
+                                    const std::string& where) {
+  const char* key = record.contains(plural) ? plural : singular;
+  if (!record.contains(key) || record[key].is_null()) return {};
+  const auto& v = record[key];
+  std::vector<std::string> out;
+  if (v.is_string()) {
+    out.push_back(v.get<std::string>());
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) malformed(where, str_cat(key, "[", i, "]: expected a path string"));
+      out.push_back(v[i].get<std::string>());
+    }
+  } else {
+    malformed(where, str_cat(key, ": expected a path or a list of paths"));
+  }
+  return out;
+}
+
+const nlohmann::json* field(const nlohmann::json& m, const char* a, const char* b) {
+  if (m.contains(a)) return &m[a];
+  if (m.contains(b)) return &m[b];
+  return nullptr;
+}
+
+// Text with "<image>" / "<video>" tags -> parts, in order; empty text between tags is dropped.
+std::vector<ContentPart> split_tags(const std::string& text, size_t& images_used, size_t& videos_used,
+                                    const std::vector<std::string>& images, const std::vector<std::string>& videos) {
+  static const std::string kImage = "<image>", kVideo = "<video>";
+  std::vector<ContentPart> parts;
+  size_t pos = 0;
+  auto push_text = [&](size_t end) {
+    if (end > pos) parts.push_back({ContentPart::Kind::text, text.substr(pos, end - pos), ""});
+  };
+  while (pos < text.size()) {
+    const size_t i = text.find(kImage, pos), v = text.find(kVideo, pos);
+    const size_t next = std::min(i, v);
+    if (next == std::string::npos) break;
+    push_text(next);
+    const bool is_image = next == i;
+    ContentPart part;
+    part.kind = is_image ? ContentPart::Kind::image : ContentPart::Kind::video;
+    // Past the end of the media list: kept empty and reported as a mismatch by the caller.
+    size_t& used = is_image ? images_used : videos_used;
+    const auto& list = is_image ? images : videos;
+    if (used < list.size()) part.source = list[used];
+    ++used;
+    parts.push_back(std::move(part));
+    pos = next + (is_image ? kImage : kVideo).size();
+  }
+  push_text(text.size());
+  return parts;
+}
+
+size_t count_tags(const std::string& text, const std::string& tag) {
+  size_t n = 0;
+  for (size_t p = text.find(tag); p != std::string::npos; p = text.find(tag, p + tag.size())) ++n;
+  return n;
+}
+
+Conversation parse_text_form(const nlohmann::json& record, const nlohmann::json& turns,
+                             const std::filesystem::path& media_root, const std::string& where) {
+  std::vector<std::string> images = media_list(record, "images", "image", where);
+  std::vector<std::string> videos = media_list(record, "videos", "video", where);
+  for (auto& p : images) p = resolve(p, media_root);
+  for (auto& p : videos) p = resolve(p, media_root);
+
+  Conversation conv;
+  if (record.contains("system") && !record["system"].is_null()) {
+    if (!record["system"].is_string()) malformed(where, "system: expected a string");
+    conv.messages.push_back({"system", {{ContentPart::Kind::text, record["system"].get<std::string>(), ""}}});
+  }
+  size_t image_tags = 0, video_tags = 0;
+  std::vector<std::string> texts;
+  for (size_t k = 0; k < turns.size(); ++k) {
+    const auto& m = turns[k];
+    const std::string at = str_cat(where, ": turn ", k);
+    if (!m.is_object()) malformed(at, "expected an object");
+    const nlohmann::json* role = field(m, "role", "from");
+    const nlohmann::json* text = field(m, "content", "value");
+    if (!role || !role->is_string()) malformed(at, "\"role\" / \"from\": expected a string");
+    if (!text || !text->is_string()) malformed(at, "\"content\" / \"value\": expected a string");
+    texts.push_back(text->get<std::string>());
+    image_tags += count_tags(texts.back(), "<image>");
+    video_tags += count_tags(texts.back(), "<video>");
+    conv.messages.push_back({map_role(role->get<std::string>(), at), {}});
+  }
+  // A kind with no tags at all goes to the start of the first user turn, as LLaVA places it.
+  const bool lead_images = image_tags == 0, lead_videos = video_tags == 0;
+  if (!lead_images && image_tags != images.size())
+    throw SampleError(SkipReason::placeholder_mismatch,
+                      str_cat(where, ": ", image_tags, " <image> tags but ", images.size(), " images"));
+  if (!lead_videos && video_tags != videos.size())
+    throw SampleError(SkipReason::placeholder_mismatch,
+                      str_cat(where, ": ", video_tags, " <video> tags but ", videos.size(), " videos"));
+
+  const size_t first_turn = conv.messages.size() - texts.size();
+  size_t images_used = 0, videos_used = 0;
+  bool leading_placed = false;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    ChatMessage& msg = conv.messages[first_turn + k];
+    if (!leading_placed && msg.role == "user") {
+      if (lead_images)
+        for (const auto& p : images) msg.content.push_back({ContentPart::Kind::image, "", p});
+      if (lead_videos)
+        for (const auto& p : videos) msg.content.push_back({ContentPart::Kind::video, "", p});
+      leading_placed = true;
+    }
+    for (auto& part : split_tags(texts[k], images_used, videos_used, images, videos))
+      msg.content.push_back(std::move(part));
+  }
+  if (!leading_placed && ((lead_images && !images.empty()) || (lead_videos && !videos.empty())))
+    throw SampleError(SkipReason::placeholder_mismatch,
+                      str_cat(where, ": media given but no user turn to place them in"));
+  return conv;
+}
+
+Conversation parse_parts_form(const nlohmann::json& turns, const std::filesystem::path& media_root,
+                              const std::string& where) {
+  nlohmann::json messages = nlohmann::json::array();
+  for (size_t k = 0; k < turns.size(); ++k) {
+    const auto& m = turns[k];
+    const std::string at = str_cat(where, ": turn ", k);
+    if (!m.is_object()) malformed(at, "expected an object");
+    const nlohmann::json* role = field(m, "role", "from");
+    const nlohmann::json* content = field(m, "content", "value");
+    if (!role || !role->is_string()) malformed(at, "\"role\" / \"from\": expected a string");
+    if (!content) malformed(at, "missing \"content\"");
+    messages.push_back({{"role", map_role(role->get<std::string>(), at)}, {"content", *content}});
+  }
+  Conversation conv;
+  try {
+    conv.messages = parse_messages(messages, where);
+  } catch (const SampleError&) {
+    throw;
+  } catch (const Error& e) {
+    throw SampleError(SkipReason::malformed_record, e.what());
+  }
+  for (auto& msg : conv.messages)
+    for (auto& part : msg.content)
+      if (part.kind != ContentPart::Kind::text) part.source = resolve(part.source, media_root);
+  return conv;
+}
+
+}  // namespace
+
+Conversation parse_conversation(const nlohmann::json& record, const std::filesystem::path& media_root,
+                                const std::string& where) {
+  if (!record.is_object()) malformed(where, "expected a JSON object per record");
+  const char* key = record.contains("messages") ? "messages" : "conversations";
+  if (!record.contains(key)) malformed(where, "missing \"messages\" / \"conversations\"");
+  const auto& turns = record[key];
+  if (!turns.is_array() || turns.empty()) malformed(where, str_cat(key, ": expected a non-empty array"));
+
+  bool has_parts = false;
+  for (const auto& m : turns)
+    if (m.is_object() && m.contains("content") && m["content"].is_array()) has_parts = true;
+  Conversation conv = has_parts ? parse_parts_form(turns, media_root, where)
+                                : parse_text_form(record, turns, media_root, where);
+  if (record.contains("type") && !record["type"].is_null()) {
+    if (!record["type"].is_string()) malformed(where, "type: expected a string");
+    conv.type = record["type"].get<std::string>();
+  }
+  return conv;
+}
+
+ConversationFile ConversationFile::open(const std::filesystem::path& path, std::filesystem::path media_root) {
+  ConversationFile file;
+  file.path_ = path;
+  file.media_root_ = media_root.empty() ? path.parent_path() : std::move(media_root);
+  std::ifstream in(path, std::ios::binary);
+  MM_CHECK(in.good(), path.string(), ": cannot open the dataset file");
+  file.jsonl_ = path.extension() != ".json";
+  if (file.jsonl_) {
+    std::string line;
+    int64_t offset = 0, number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      if (line.find_first_not_of(" \t\r") != std::string::npos) {
+        file.offsets_.push_back(offset);
+        file.lines_.push_back(number);
+      }
+      offset += static_cast<int64_t>(line.size()) + 1;
+    }
+  } else {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      fail(path.string(), ": not valid JSON: ", e.what());
+    }
+    MM_CHECK(j.is_array(), path.string(), ": a .json dataset must be an array of records");
+    file.records_ = std::make_shared<const nlohmann::json>(std::move(j));
+  }
+  return file;
+}
+
+size_t ConversationFile::size() const { return jsonl_ ? offsets_.size() : records_->size(); }
+
+std::string ConversationFile::where(size_t i) const {
+  const std::string name = path_.filename().string();
+  return jsonl_ ? str_cat(name, ":", lines_.at(i)) : str_cat(name, "[", i, "]");
+}
+
+Conversation ConversationFile::get(size_t i) const {
+  MM_CHECK(i < size(), path_.string(), ": record ", i, " out of range (", size(), " records)");
+  const std::string at = where(i);
+  Conversation conv;
+  if (jsonl_) {
+    std::ifstream in(path_, std::ios::binary);
+    if (!in.good()) malformed(at, "cannot reopen the dataset file");
+    in.seekg(offsets_[i]);
+    std::string line;
+    std::getline(in, line);
+    nlohmann::json record;
+    try {
+      record = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      malformed(at, str_cat("not valid JSON: ", e.what()));
+    }
+    conv = parse_conversation(record, media_root_, at);
+  } else {
+    conv = parse_conversation((*records_)[i], media_root_, at);
+  }
+  conv.index = static_cast<int64_t>(i);
+  return conv;
+}
+
+}  // namespace mm

@@ -1,0 +1,245 @@
+#include "mm/data/sample_encoder.h"
+
+#include <torch/torch.h>
+
+#include "mm/core/error.h"
+#include "mm/data/image_decode.h"
+#include "mm/data/sample_errors.h"
+#include "mm/data/video_decode.h"
+
+namespace mm {
+namespace {
+
+const std::string kImStart = "<|im_start|>";
+
+Qwen2VLProcessor with_pixel_limits(const Qwen2VLProcessor& processor, const SampleEncoderOptions& options) {
+  Qwen2VLPreprocessConfig image = processor.image_config();
+  if (options.max_pixels) image.max_pixels = *options.max_pixels;
+  if (options.min_pixels) image.min_pixels = *options.min_pixels;
+  image.validate("SampleEncoderOptions (min_pixels / max_pixels)");
+  return Qwen2VLProcessor(image, processor.video_config());
+}
+
+size_t count_occurrences(const std::string& text, const std::string& token) {
+  size_t n = 0;
+  for (size_t p = text.find(token); p != std::string::npos; p = text.find(token, p + token.size())) ++n;
+  return n;
+}
+
+std::string token_string(const Tokenizer& tokenizer, int64_t id, const char* what) {
+  auto s = tokenizer.id_to_token(id);
+  MM_CHECK(s.has_value(), "SampleEncoder: the tokenizer has no token for ", what, " id ", id);
+  return *s;
+}
+
+// Rows [first, first + n) of a grid, or undefined when n == 0.
+torch::Tensor grid_rows(const torch::Tensor& grid, int64_t first, int64_t n) {
+  return n == 0 ? torch::Tensor() : grid.narrow(0, first, n);
+}
+
+struct DecodedMedia {
+  std::vector<at::Tensor> images, videos;
+  std::vector<double> video_fps;
+};
+
+DecodedMedia decode_media(const std::vector<ChatMessage>& messages, const VideoSampling& sampling,
+                          const std::string& where) {
+  DecodedMedia media;
+  for (const auto& message : messages)
+    for (const auto& part : message.content) {
+      if (part.kind == ContentPart::Kind::text) continue;
+      const bool image = part.kind == ContentPart::Kind::image;
+      std::error_code ec;
+      if (part.source.empty() || !std::filesystem::is_regular_file(part.source, ec))
+        throw SampleError(SkipReason::missing_media,
+                          str_cat(where, ": ", image ? "image" : "video", " file not found: '", part.source, "'"));
+      try {
+        if (image) {
+          media.images.push_back(decode_image(part.source));
+        } else {
+          DecodedVideo v = decode_video(part.source, sampling);
+          media.videos.push_back(v.frames);
+          media.video_fps.push_back(v.sampled_fps());
+        }
+      } catch (const Error& e) {
+        throw SampleError(SkipReason::corrupt_media, str_cat(where, ": ", e.what()));
+      }
+    }
+  return media;
+}
+
+}  // namespace
+
+void SampleEncoderOptions::validate() const {
+  MM_CHECK(max_seq_len > 1, "data.max_seq_len must be > 1, got ", max_seq_len);
+  MM_CHECK(truncation == "drop" || truncation == "right", "data.truncation must be \"drop\" or \"right\", got \"",
+           truncation, "\"");
+  MM_CHECK(!max_pixels || *max_pixels > 0, "data.max_pixels must be positive");
+  MM_CHECK(!min_pixels || *min_pixels > 0, "data.min_pixels must be positive");
+  MM_CHECK(video_max_frames >= 0, "data.video_max_frames must be >= 0");
+}
+
+SampleEncoder::SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor& processor,
+                             const Qwen2_5_VLConfig& config, SampleEncoderOptions options)
+    : tokenizer_(tokenizer),
+      processor_(with_pixel_limits(processor, options)),
+      config_(config),
+      options_(std::move(options)) {
+  options_.validate();
+  // Message-by-message tokenization is exact only because <|im_start|> is matched before BPE.
+  MM_CHECK(tokenizer_.token_to_id(kImStart).has_value(), "SampleEncoder: the tokenizer lacks the added token ",
+           kImStart);
+  auto im_end = tokenizer_.token_to_id("<|im_end|>");
+  MM_CHECK(im_end.has_value(), "SampleEncoder: the tokenizer lacks the token <|im_end|>");
+  im_end_id_ = *im_end;
+  const auto newline = tokenizer_.encode("\n", /*add_special_tokens=*/false);
+  MM_CHECK(newline.size() == 1, "SampleEncoder: \"\\n\" is not a single token");
+  newline_id_ = newline[0];
+  assistant_header_ids_ = tokenizer_.encode(kImStart + "assistant\n", false);
+}
+
+TrainSample SampleEncoder::encode(const Conversation& conversation, const std::string& where_arg) const {
+  const std::string where = where_arg.empty() ? str_cat("sample ", conversation.index) : where_arg;
+  const auto& messages = conversation.messages;
+  bool has_assistant = false;
+  for (const auto& m : messages) has_assistant |= m.role == "assistant";
+  if (options_.loss_on_assistant_only && !has_assistant)
+    throw SampleError(SkipReason::no_supervised_tokens, str_cat(where, ": no assistant turn"));
+
+  // Render before decoding media, so placeholder problems cost no decode.
+  const std::string text = render_qwen2_vl_chat(messages, /*add_generation_prompt=*/false);
+  const std::string image_pad = token_string(tokenizer_, config_.image_token_id, "image_token_id");
+  const std::string video_pad = token_string(tokenizer_, config_.video_token_id, "video_token_id");
+  size_t n_images = 0, n_videos = 0;
+  for (const auto& m : messages)
+    for (const auto& p : m.content) {
+      n_images += p.kind == ContentPart::Kind::image;
+      n_videos += p.kind == ContentPart::Kind::video;
+    }
+  const size_t image_slots = count_occurrences(text, image_pad), video_slots = count_occurrences(text, video_pad);
+  if (image_slots != n_images || video_slots != n_videos)
+    throw SampleError(SkipReason::placeholder_mismatch,
+                      str_cat(where, ": the text holds ", image_slots, " image and ", video_slots,
+                              " video placeholders for ", n_images, " images and ", n_videos, " videos"));
+
+  VideoSampling sampling = processor_.video_config().video_sampling();
+  if (options_.video_fps > 0) {
+    sampling.fps = options_.video_fps;
+    sampling.num_frames.reset();
+  }
+  if (options_.video_max_frames > 0) sampling.max_frames = options_.video_max_frames;
+  DecodedMedia media = decode_media(messages, sampling, where);
+
+  TrainSample sample;
+  sample.index = conversation.index;
+  sample.type = conversation.type;
+  try {
+    if (!media.images.empty()) {
+      VisionInputs v = processor_.preprocess_images(media.images);
+      sample.pixel_values = v.pixel_values;
+      sample.image_grid_thw = v.grid_thw;
+    }
+    if (!media.videos.empty()) {
+      VideoInputs v = processor_.preprocess_videos(media.videos, media.video_fps);
+      sample.pixel_values_videos = v.pixel_values;
+      sample.video_grid_thw = v.grid_thw;
+      sample.second_per_grid_ts = v.second_per_grid_ts;
+    }
+  } catch (const Error& e) {
+    throw SampleError(SkipReason::corrupt_media, str_cat(where, ": ", e.what()));
+  }
+
+  // Message by message: [begin, end) of each message in `text` from the renders of its prefixes.
+  std::vector<int64_t> ids;
+  std::vector<uint8_t> supervised;
+  const int64_t merge = processor_.image_config().merge_size;
+  int64_t image_row = 0, video_row = 0;
+  size_t begin = 0;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    const size_t end = k + 1 == messages.size()
+                           ? text.size()
+                           : render_qwen2_vl_chat({messages.begin(), messages.begin() + k + 1}, false).size();
+    MM_CHECK(end >= begin && end <= text.size(), where, ": chat template prefix renders are inconsistent");
+    const std::string segment = text.substr(begin, end - begin);
+    const int64_t seg_images = static_cast<int64_t>(count_occurrences(segment, image_pad));
+    const int64_t seg_videos = static_cast<int64_t>(count_occurrences(segment, video_pad));
+    const std::string expanded =
+        expand_vision_placeholders(segment, grid_rows(sample.image_grid_thw, image_row, seg_images),
+                                   grid_rows(sample.video_grid_thw, video_row, seg_videos), merge, image_pad,
+                                   video_pad);
+    image_row += seg_images;
+    video_row += seg_videos;
+    const std::vector<int64_t> seg_ids = tokenizer_.encode(expanded, /*add_special_tokens=*/false);
+    std::vector<uint8_t> seg_sup(seg_ids.size(), 0);
+    if (messages[k].role == "assistant" && options_.loss_on_assistant_only) {
+      // seg_ids = header, content..., <|im_end|>, "\n"
+      const size_t h = assistant_header_ids_.size();
+      MM_CHECK(seg_ids.size() >= h + 1 && std::equal(assistant_header_ids_.begin(), assistant_header_ids_.end() - 1,
+                                                     seg_ids.begin()),
+               where, ": assistant turn ", k, " does not start with the assistant header tokens");
+      const size_t first = std::equal(assistant_header_ids_.begin(), assistant_header_ids_.end(), seg_ids.begin())
+                               ? h
+                               : h - 1;  // the header's "\n" merged into the content's first token
+      MM_CHECK(seg_ids.size() >= first + 2 && seg_ids[seg_ids.size() - 2] == im_end_id_ &&
+                   seg_ids.back() == newline_id_,
+               where, ": assistant turn ", k, " does not end with <|im_end|>\\n");
+      std::fill(seg_sup.begin() + first, seg_sup.end() - 1, 1);
+    }
+    ids.insert(ids.end(), seg_ids.begin(), seg_ids.end());
+    supervised.insert(supervised.end(), seg_sup.begin(), seg_sup.end());
+    begin = end;
+  }
+  if (!options_.loss_on_assistant_only) std::fill(supervised.begin() + 1, supervised.end(), 1);
+
+  int64_t len = static_cast<int64_t>(ids.size());
+  if (len > options_.max_seq_len) {
+    if (options_.truncation == "drop")
+      throw SampleError(SkipReason::too_long,
+                        str_cat(where, ": ", len, " tokens > max_seq_len ", options_.max_seq_len));
+    for (int64_t p = options_.max_seq_len; p < len; ++p)
+      if (ids[p] == config_.vision_start_token_id || ids[p] == config_.vision_end_token_id ||
+          ids[p] == config_.image_token_id || ids[p] == config_.video_token_id)
+        throw SampleError(SkipReason::too_long,
+                          str_cat(where, ": ", len, " tokens > max_seq_len ", options_.max_seq_len,
+                                  " and cutting the tail would cut an image or video"));
+    len = options_.max_seq_len;
+    ids.resize(len);
+    supervised.resize(len);
+  }
+
+  std::vector<int64_t> targets(len, kIgnoreIndex);
+  bool any = false;
+  for (int64_t p = 0; p + 1 < len; ++p)
+    if (supervised[p + 1]) {
+      targets[p] = ids[p + 1];
+      any = true;
+    }
+  if (!any) throw SampleError(SkipReason::no_supervised_tokens, str_cat(where, ": no supervised tokens"));
+
+  sample.input_ids = torch::tensor(ids, torch::kInt64);
+  sample.targets = torch::tensor(targets, torch::kInt64);
+  Qwen2_5_VLInputs inputs;
+  inputs.input_ids = sample.input_ids.unsqueeze(0);
+  inputs.image_grid_thw = sample.image_grid_thw;
+  inputs.video_grid_thw = sample.video_grid_thw;
+  inputs.second_per_grid_ts = sample.second_per_grid_ts;
+  sample.position_ids = qwen2_5_vl_rope_index(config_, inputs).position_ids.select(1, 0).contiguous();
+  return sample;
+}
+
+int64_t SampleEncoder::estimate_length(const Conversation& conversation) const {
+  const std::string text = render_qwen2_vl_chat(conversation.messages, false);
+  int64_t length = static_cast<int64_t>(tokenizer_.encode(text, false).size());
+  const auto& ic = processor_.image_config();
+  const auto& vc = processor_.video_config();
+  const int64_t image_unit = ic.patch_size * ic.patch_size * ic.merge_size * ic.merge_size;
+  const int64_t video_unit = vc.patch_size * vc.patch_size * vc.merge_size * vc.merge_size;
+  for (const auto& m : conversation.messages)
+    for (const auto& p : m.content) {
+      if (p.kind == ContentPart::Kind::image) length += ic.max_pixels / image_unit - 1;
+      if (p.kind == ContentPart::Kind::video) length += vc.max_pixels / video_unit - 1;
+    }
+  return length;
+}
+
+}  // namespace mm

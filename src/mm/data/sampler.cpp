@@ -1,0 +1,86 @@
+#include "mm/data/sampler.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "mm/core/error.h"
+
+namespace mm {
+namespace {
+
+// Unbiased integer in [0, bound) from a 64-bit engine, by rejection; std::mt19937_64's output
+// sequence is fixed by the standard, unlike std::uniform_int_distribution.
+uint64_t below(std::mt19937_64& rng, uint64_t bound) {
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+  uint64_t x;
+  do x = rng(); while (x >= limit);
+  return x % bound;
+}
+
+void fisher_yates(std::vector<int64_t>& v, std::mt19937_64& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[below(rng, i)]);
+}
+
+}  // namespace
+
+nlohmann::json SamplerState::to_json() const { return {{"epoch", epoch}, {"cursor", cursor}}; }
+
+SamplerState SamplerState::from_json(const nlohmann::json& json, const std::string& where) {
+  MM_CHECK(json.is_object(), where, ": expected an object {\"epoch\", \"cursor\"}");
+  SamplerState s;
+  for (const char* key : {"epoch", "cursor"}) {
+    MM_CHECK(json.contains(key) && json[key].is_number_integer() && json[key].get<int64_t>() >= 0, where, ".", key,
+             ": expected a non-negative integer");
+  }
+  s.epoch = json["epoch"].get<int64_t>();
+  s.cursor = json["cursor"].get<int64_t>();
+  return s;
+}
+
+Sampler::Sampler(std::vector<int64_t> lengths, SamplerOptions options)
+    : lengths_(std::move(lengths)), options_(options) {
+  MM_CHECK(options_.world >= 1 && options_.rank >= 0 && options_.rank < options_.world, "sampler: rank ",
+           options_.rank, " outside world size ", options_.world);
+  MM_CHECK(!options_.group_by_length || options_.group_size > 0,
+           "sampler: group_by_length needs a positive group_size, got ", options_.group_size);
+}
+
+int64_t Sampler::size_per_rank() const {
+  const int64_t n = dataset_size();
+  return (n + options_.world - 1) / options_.world;
+}
+
+std::vector<int64_t> Sampler::order(int64_t epoch) const {
+  MM_CHECK(epoch >= 0, "sampler: negative epoch ", epoch);
+  std::vector<int64_t> all(lengths_.size());
+  std::iota(all.begin(), all.end(), 0);
+  if (options_.shuffle) {
+    // One stream per (seed, epoch); seed_seq mixes both so nearby seeds do not correlate.
+    std::seed_seq seq{static_cast<uint32_t>(options_.seed), static_cast<uint32_t>(options_.seed >> 32),
+                      static_cast<uint32_t>(epoch), static_cast<uint32_t>(static_cast<uint64_t>(epoch) >> 32)};
+    std::mt19937_64 rng(seq);
+    fisher_yates(all, rng);
+  }
+  if (options_.group_by_length) {
+    for (size_t start = 0; start < all.size(); start += options_.group_size) {
+      const auto first = all.begin() + start;
+      const auto last = all.begin() + std::min(all.size(), start + static_cast<size_t>(options_.group_size));
+      // stable: equal lengths keep the shuffled order, so the result is fully determined
+      std::stable_sort(first, last, [&](int64_t a, int64_t b) { return lengths_[a] > lengths_[b]; });
+    }
+  }
+  const int64_t per_rank = size_per_rank();
+  std::vector<int64_t> mine;
+  mine.reserve(per_rank);
+  if (all.empty()) return mine;
+  for (int64_t k = 0; k < per_rank; ++k) {
+    const int64_t pos = k * options_.world + options_.rank;
+    mine.push_back(all[pos % static_cast<int64_t>(all.size())]);
+  }
+  return mine;
+}
+
+}  // namespace mm

@@ -1,0 +1,53 @@
+// The order samples are visited in: deterministic by seed and epoch, resumable from a
+// (epoch, cursor) state, optionally grouped by length (as Hugging Face's LengthGroupedSampler),
+// and split into disjoint per-rank shards.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace mm {
+
+struct SamplerState {
+  int64_t epoch = 0;
+  int64_t cursor = 0;  // next position in this rank's order for `epoch`
+
+  nlohmann::json to_json() const;
+  // Errors name `where` and the field.
+  static SamplerState from_json(const nlohmann::json& json, const std::string& where = "sampler state");
+  bool operator==(const SamplerState&) const = default;
+};
+
+struct SamplerOptions {
+  bool shuffle = true;
+  uint64_t seed = 0;
+  // Shuffle, cut into mega-batches of group_size, sort each by estimated length, longest first.
+  bool group_by_length = false;
+  int64_t group_size = 0;  // mega-batch size, e.g. micro_batch * 50; required with group_by_length
+  // Shards: rank r takes positions r, r + world, r + 2 world, ... of the global order. Every
+  // rank gets ceil(n / world) positions; the order wraps around to pad the last ones, so all
+  // ranks run the same number of steps (as torch's DistributedSampler with drop_last=False).
+  int64_t rank = 0, world = 1;
+};
+
+class Sampler {
+ public:
+  // lengths: per dataset index, the estimated length (only read with group_by_length).
+  Sampler(std::vector<int64_t> lengths, SamplerOptions options = {});
+
+  // This rank's dataset indices for `epoch`, in visiting order. The same (seed, epoch) gives the
+  // same order on every machine (own PRNG and Fisher-Yates, no std::shuffle).
+  std::vector<int64_t> order(int64_t epoch) const;
+
+  int64_t dataset_size() const { return static_cast<int64_t>(lengths_.size()); }
+  int64_t size_per_rank() const;  // length of order(epoch)
+  const SamplerOptions& options() const { return options_; }
+
+ private:
+  std::vector<int64_t> lengths_;
+  SamplerOptions options_;
+};
+
+}  // namespace mm
