@@ -1,0 +1,192 @@
+#include "mm/train/checkpoint_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "mm/core/error.h"
+#include "mm/core/log.h"
+
+namespace mm {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kLatest = "latest";
+constexpr const char* kState = "trainer_state.json";
+constexpr const char* kOptimizer = "optimizer.safetensors";
+constexpr const char* kRng = "rng.safetensors";
+
+void fsync_path(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY);
+  MM_CHECK(fd >= 0, "cannot open ", path.string(), " to fsync it");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  MM_CHECK(rc == 0, "fsync of ", path.string(), " failed");
+}
+
+// Parses "step-%08d" exactly; -1 for anything else (tmp dirs, other files).
+int64_t step_of(const std::string& name) {
+  if (name.size() < 6 || name.rfind("step-", 0) != 0) return -1;
+  const std::string digits = name.substr(5);
+  if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  MM_CHECK(in.good(), "cannot read ", path.string());
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::optional<std::string> latest_name(const fs::path& checkpoints_dir) {
+  const fs::path latest = checkpoints_dir / kLatest;
+  if (!fs::exists(latest)) return std::nullopt;
+  std::string name = read_text(latest);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  MM_CHECK(step_of(name) >= 0, latest.string(), ": '", name,
+           "' is not a checkpoint directory name (step-NNNNNNNN)");
+  return name;
+}
+
+// Empty when complete, else what is missing.
+std::string missing_part(const fs::path& dir) {
+  if (!fs::is_directory(dir)) return "the directory";
+  for (const char* f : {kState, kOptimizer, kRng})
+    if (!fs::is_regular_file(dir / f)) return f;
+  if (!fs::is_regular_file(dir / "model.safetensors") &&
+      !fs::is_regular_file(dir / "model.safetensors.index.json"))
+    return "model.safetensors";
+  return "";
+}
+
+void remove_stale_tmp_dirs(const fs::path& checkpoints_dir) {
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".tmp-") == std::string::npos) continue;
+    log::warn("removing ", entry.path().string(), " left by an interrupted checkpoint write");
+    fs::remove_all(entry.path());
+  }
+}
+
+void copy_file_synced(const fs::path& from, const fs::path& to) {
+  MM_CHECK(fs::is_regular_file(from), "checkpoint extra file ", from.string(), " does not exist");
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  fsync_path(to, false);
+}
+
+void write_text_synced(const fs::path& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  MM_CHECK(f, "cannot create ", path.string());
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+                  ::fsync(::fileno(f)) == 0;
+  std::fclose(f);
+  MM_CHECK(ok, "cannot write ", path.string());
+}
+
+void keep_newest(const fs::path& checkpoints_dir, int keep_last, const std::string& latest) {
+  if (keep_last <= 0) return;
+  std::vector<std::pair<int64_t, fs::path>> complete;
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t step = step_of(name);
+    if (step >= 0 && entry.is_directory()) complete.emplace_back(step, entry.path());
+  }
+  std::sort(complete.begin(), complete.end());
+  const size_t excess = complete.size() > static_cast<size_t>(keep_last)
+                            ? complete.size() - static_cast<size_t>(keep_last) : 0;
+  for (size_t i = 0; i < excess; ++i) {
+    if (complete[i].second.filename() == latest) continue;
+    fs::remove_all(complete[i].second);
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_dir_name(int64_t step) {
+  MM_CHECK(step >= 0, "checkpoint step must be >= 0, got ", step);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+fs::path save_training_checkpoint(const fs::path& checkpoints_dir, int64_t step,
+                                  const TrainingCheckpoint& checkpoint, int keep_last) {
+  const std::string name = checkpoint_dir_name(step);
+  fs::create_directories(checkpoints_dir);
+  remove_stale_tmp_dirs(checkpoints_dir);
+
+  std::map<std::string, int> names{{kState, 1}, {kOptimizer, 1}, {kRng, 1}, {kLatest, 1}};
+  for (const auto& [file, source] : checkpoint.extra_files) {
+    MM_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "." && file != "..",
+             "checkpoint extra file name '", file, "' must be a plain file name");
+    const bool weights = file == "model.safetensors.index.json" ||
+                         (file.size() > 12 && file.substr(file.size() - 12) == ".safetensors");
+    MM_CHECK(!weights, "checkpoint extra file name '", file, "' clashes with the weight files");
+    MM_CHECK(names[file]++ == 0, "checkpoint extra file name '", file,
+             "' clashes with another checkpoint file");
+  }
+
+  const fs::path tmp = checkpoints_dir / (name + ".tmp-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  save_checkpoint(tmp, checkpoint.model);
+  save_safetensors(tmp / kOptimizer, checkpoint.optimizer);
+  save_safetensors(tmp / kRng, checkpoint.rng);
+  for (const auto& [file, source] : checkpoint.extra_files) copy_file_synced(source, tmp / file);
+  write_text_synced(tmp / kState, checkpoint.state.dump(2) + "\n");
+  fsync_path(tmp, true);
+
+  const fs::path final_dir = checkpoints_dir / name;
+  if (fs::exists(final_dir)) {
+    // Saving a step again (a rerun into the same output): the old copy steps aside under a
+    // tmp name, so a crash here leaves it for the next save's cleanup, never half-replaced.
+    const fs::path old = checkpoints_dir / (name + ".tmp-old-" + std::to_string(::getpid()));
+    fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fsync_path(checkpoints_dir, true);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp, final_dir);
+    fsync_path(checkpoints_dir, true);
+  }
+  write_file_atomic(checkpoints_dir / kLatest, name + "\n");
+  keep_newest(checkpoints_dir, keep_last, name);
+  return final_dir;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& checkpoints_dir) {
+  const auto name = latest_name(checkpoints_dir);
+  if (!name) return std::nullopt;
+  const fs::path dir = checkpoints_dir / *name;
+  const std::string missing = missing_part(dir);
+  MM_CHECK(missing.empty(), (checkpoints_dir / kLatest).string(), " names ", *name, " but ",
+           (dir / missing).string(), " does not exist");
+  return dir;
+}
+
+LoadedTrainingCheckpoint load_training_checkpoint(const fs::path& dir) {
+  const std::string missing = missing_part(dir);
+  MM_CHECK(missing.empty(), "checkpoint ", dir.string(), " is incomplete: ",
+           (dir / missing).string(), " does not exist");
+  const fs::path model_path = fs::exists(dir / "model.safetensors.index.json")
+                                  ? dir : dir / "model.safetensors";
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(read_text(dir / kState));
+  } catch (const nlohmann::json::exception& e) {
+    fail((dir / kState).string(), ": malformed JSON: ", e.what());
+  }
+  return LoadedTrainingCheckpoint{Checkpoint::open(model_path), Checkpoint::open(dir / kOptimizer),
+                                  Checkpoint::open(dir / kRng), std::move(state), dir};
+}
+
+NamedTensors checkpoint_tensors(const Checkpoint& checkpoint) {
+  NamedTensors out;
+  for (const auto& name : checkpoint.names()) out.emplace_back(name, checkpoint.tensor(name));
+  return out;
+}
+
+}  // namespace mm

@@ -1,0 +1,64 @@
+// Training checkpoints on disk, crash-safe:
+//   <checkpoints_dir>/step-00000010/  model.safetensors (or shards + index), optimizer.safetensors,
+//                                     rng.safetensors, trainer_state.json, caller's extra files
+//   <checkpoints_dir>/latest          the name of the newest complete checkpoint directory
+// A checkpoint is written into "step-00000010.tmp-<pid>", every file and the directory fsynced,
+// renamed into place (parent fsynced), and only then is `latest` replaced, atomically. A crash
+// at any point leaves `latest` naming a complete checkpoint; leftovers are removed next save.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mm/core/safetensors.h"
+
+namespace mm {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct TrainingCheckpoint {
+  NamedTensors model;      // HF-named weights (or only the trainable ones), any device
+  NamedTensors optimizer;  // AdamW::state_tensors()
+  NamedTensors rng;        // RngState::to_tensors()
+  nlohmann::json state;    // trainer_state.json: step, sampler position, config ...
+  // Files copied in under the given plain file name (HF config.json, tokenizer files ...), so
+  // the checkpoint directory is self-contained.
+  std::vector<std::pair<std::string, std::filesystem::path>> extra_files;
+};
+
+// "step-00000010".
+std::string checkpoint_dir_name(int64_t step);
+
+// Writes the checkpoint for `step`, moves `latest` to it, then deletes all but the newest
+// `keep_last` complete checkpoints (keep_last <= 0 keeps all; the one `latest` names is never
+// deleted). Stale *.tmp-* directories from crashed writers are removed first. Returns the
+// checkpoint directory.
+std::filesystem::path save_training_checkpoint(const std::filesystem::path& checkpoints_dir,
+                                               int64_t step, const TrainingCheckpoint& checkpoint,
+                                               int keep_last);
+
+// The directory `latest` names, or nullopt when there is no `latest` (a fresh run). A `latest`
+// naming a missing or incomplete directory is an error naming what is missing.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& checkpoints_dir);
+
+struct LoadedTrainingCheckpoint {
+  Checkpoint model;       // tensors alias the mapped files
+  Checkpoint optimizer;
+  Checkpoint rng;
+  nlohmann::json state;
+  std::filesystem::path dir;
+};
+
+// Opens a checkpoint directory written by save_training_checkpoint; errors name the file.
+LoadedTrainingCheckpoint load_training_checkpoint(const std::filesystem::path& dir);
+
+// All tensors of a Checkpoint as a list (mapped views, no copies).
+NamedTensors checkpoint_tensors(const Checkpoint& checkpoint);
+
+}  // namespace mm

@@ -1,0 +1,71 @@
+// AdamW over named parameters, equal to torch.optim.AdamW: the fused kernel
+// (at::_fused_adamw_, CPU and CUDA) or a per-tensor loop matching torch.optim.AdamW(foreach=False).
+// Parameters are split into a decay group and a no-decay group the way the Hugging Face Trainer
+// splits them, so a run here and a run under transformers apply weight decay to the same tensors.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mm {
+
+class Checkpoint;
+
+struct AdamWConfig {
+  double lr = 1e-4;  // the base lr; step() takes the scheduled one
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool fused = true;
+};
+
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+
+// transformers 5.17 Trainer.get_decay_parameter_names by name: no decay when the lower-cased
+// name contains "bias", "layernorm" or "rmsnorm", or a "norm" / "*_norm" path component
+// ("model.norm.weight", "q_norm.weight"). Its extra rule (anything inside an nn.LayerNorm) has
+// no module type to look at here; our models name their LayerNorms so the patterns catch them.
+bool is_no_decay_parameter(const std::string& name);
+
+class AdamW {
+ public:
+  // `trainable`: leaf tensors (any device, floating dtype) updated in place by step().
+  AdamW(NamedParams trainable, AdamWConfig config);
+
+  // One update with learning rate `lr` from the current .grad() of each parameter. A parameter
+  // whose grad is undefined is skipped (no state change), as torch does.
+  void step(double lr);
+  void zero_grad();  // drops the grads (set_to_none, torch's default)
+
+  int64_t steps_taken() const { return steps_taken_; }
+  const AdamWConfig& config() const { return config_; }
+  const NamedParams& params() const { return params_; }
+  double weight_decay_of(const std::string& name) const;  // config weight_decay or 0
+
+  // The optimizer state as named tensors (for optimizer.safetensors):
+  // "exp_avg.<param>" and "exp_avg_sq.<param>" (param's shape and dtype) and "step.<param>"
+  // (a float32 scalar), for each parameter that has taken at least one step.
+  std::vector<std::pair<std::string, at::Tensor>> state_tensors() const;
+  // Replaces the state by a saved one; every tensor is checked by name, shape and completeness
+  // (all three per parameter) and a mismatch names it. Copies onto each parameter's device.
+  void load_state_tensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+  void load_state_tensors(const Checkpoint& checkpoint);
+
+ private:
+  struct State {
+    at::Tensor exp_avg, exp_avg_sq, step;  // step: float32 scalar on the param's device (fused)
+  };                                        // or on the CPU (per-tensor), as torch keeps it
+  void step_fused(const std::vector<size_t>& active, double lr);
+  void step_single(const std::vector<size_t>& active, double lr);
+  State& state_for(size_t i);
+
+  NamedParams params_;
+  std::vector<bool> no_decay_;
+  AdamWConfig config_;
+  std::map<size_t, State> state_;
+  int64_t steps_taken_ = 0;
+};
+
+}  // namespace mm
