@@ -90,6 +90,7 @@ Qwen2_5_VLConfig Qwen2_5_VLConfig::from_json(const nlohmann::json& json, const s
   vc.out_hidden_size = v.get<int64_t>("out_hidden_size");
   vc.fullatt_block_indexes = v.get_or<std::vector<int64_t>>("fullatt_block_indexes", vc.fullatt_block_indexes);
   vc.rope_theta = v.child("rope_parameters").get_or<double>("rope_theta", vc.rope_theta);
+  vc.initializer_range = v.get_or<double>("initializer_range", vc.initializer_range);
 
   // Published checkpoints keep the text fields at the top level; transformers 5 nests them.
   const JsonView t = root.has("text_config") ? root.child("text_config") : root;
@@ -103,6 +104,7 @@ Qwen2_5_VLConfig Qwen2_5_VLConfig::from_json(const nlohmann::json& json, const s
   tc.hidden_act = t.get_or<std::string>("hidden_act", tc.hidden_act);
   tc.max_position_embeddings = t.get_or<int64_t>("max_position_embeddings", tc.max_position_embeddings);
   tc.rms_norm_eps = t.get_or<double>("rms_norm_eps", tc.rms_norm_eps);
+  tc.initializer_range = t.get_or<double>("initializer_range", tc.initializer_range);
   const char* rope_key = t.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const JsonView rope = t.child(rope_key);
   tc.rope_theta = rope.get_or<double>("rope_theta", t.get_or<double>("rope_theta", tc.rope_theta));
@@ -132,7 +134,7 @@ nlohmann::json Qwen2_5_VLConfig::to_json() const {
       {"patch_size", vision.patch_size}, {"spatial_merge_size", vision.spatial_merge_size},
       {"temporal_patch_size", vision.temporal_patch_size},
       {"tokens_per_second", vision.tokens_per_second}, {"window_size", vision.window_size},
-      {"out_hidden_size", vision.out_hidden_size},
+      {"out_hidden_size", vision.out_hidden_size}, {"initializer_range", vision.initializer_range},
       {"fullatt_block_indexes", vision.fullatt_block_indexes},
       {"rope_parameters", {{"rope_type", "axial"}, {"rope_theta", vision.rope_theta}}}};
   nlohmann::json text_json = {
@@ -142,7 +144,7 @@ nlohmann::json Qwen2_5_VLConfig::to_json() const {
       {"num_attention_heads", text.num_attention_heads},
       {"num_key_value_heads", text.num_key_value_heads}, {"hidden_act", text.hidden_act},
       {"max_position_embeddings", text.max_position_embeddings},
-      {"rms_norm_eps", text.rms_norm_eps},
+      {"rms_norm_eps", text.rms_norm_eps}, {"initializer_range", text.initializer_range},
       {"rope_parameters",
        {{"rope_type", "default"}, {"rope_theta", text.rope_theta}, {"mrope_section", text.mrope_section}}},
       {"tie_word_embeddings", text.tie_word_embeddings}};

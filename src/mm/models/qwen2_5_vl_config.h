@@ -27,6 +27,7 @@ struct Qwen2_5_VLVisionConfig {
   // 2D rotary base: vision_config.rope_parameters.rope_theta (absent from the published configs;
   // transformers defaults it to 10000).
   double rope_theta = 10000.0;
+  double initializer_range = 0.02;  // std of the random init of the vision tower (init_weights)
 
   void validate() const;
 };
@@ -45,6 +46,7 @@ struct Qwen2TextConfig {
   std::vector<int64_t> mrope_section;  // [t, h, w] halves of head_dim; sums to head_dim / 2
   bool tie_word_embeddings = false;
   bool attention_bias = true;  // Qwen2 has q/k/v biases
+  double initializer_range = 0.02;  // std of the random init of the language model and lm_head
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   void validate() const;

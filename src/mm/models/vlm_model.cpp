@@ -48,8 +48,7 @@ Qwen2_5_VLForConditionalGenerationImpl::Qwen2_5_VLForConditionalGenerationImpl(c
   visual = register_module("visual", Qwen2_5_VisionTransformer(config.vision));
   model = register_module("model", Qwen2Model(config.text));
   if (!config.text.tie_word_embeddings)
-    lm_head = register_module(
-        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.text.hidden_size, config.text.vocab_size).bias(false)));
+    lm_head = register_module("lm_head", Linear(config.text.hidden_size, config.text.vocab_size, /*bias=*/false));
 }
 
 Qwen2_5_VLForConditionalGeneration Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
@@ -121,7 +120,7 @@ torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::embed_inputs(const Qwen2_5
   return embeds;
 }
 
-RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_VLInputs& inputs) const {
+RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VLInputs& inputs) {
   MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2, "get_rope_index: input_ids must be [batch, seq]");
   auto ids = inputs.input_ids.to(torch::kCPU).to(torch::kInt64).contiguous();
   const int64_t batch = ids.size(0), seq = ids.size(1);
@@ -131,7 +130,7 @@ RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_V
              " must match input_ids ", ids.sizes());
     keep = inputs.attention_mask.to(torch::kCPU).to(torch::kBool).contiguous();
   }
-  const int64_t merge = config_.vision.spatial_merge_size;
+  const int64_t merge = config.vision.spatial_merge_size;
   auto grid_rows = [](const torch::Tensor& grid, const char* name) {
     std::vector<std::array<int64_t, 3>> rows;
     if (!grid.defined()) return rows;
@@ -158,7 +157,7 @@ RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_V
       if (!keep.defined() || keep.data_ptr<bool>()[b * seq + s]) cols.push_back(s);
     auto type_of = [&](size_t i) {
       const int64_t token = id[b][cols[i]];
-      return token == config_.image_token_id ? 1 : token == config_.video_token_id ? 2 : 0;
+      return token == config.image_token_id ? 1 : token == config.video_token_id ? 2 : 0;
     };
     int64_t current = 0, max_pos = -1;
     auto put = [&](size_t i, int64_t t, int64_t h, int64_t w) {
@@ -189,7 +188,7 @@ RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_V
                  ") needs ", t * lh * lw);
         // The reference truncates seconds-per-grid to an integer before scaling.
         const int64_t interval =
-            video ? config_.vision.tokens_per_second *
+            video ? config.vision.tokens_per_second *
                         static_cast<int64_t>(inputs.second_per_grid_ts.empty() ? 1.0 : inputs.second_per_grid_ts[next])
                   : 1;
         size_t i = start;
@@ -210,10 +209,15 @@ RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_V
   return {position_ids, deltas};
 }
 
+RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_VLInputs& inputs) const {
+  return qwen2_5_vl_rope_index(config_, inputs);
+}
+
 torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::decode(const torch::Tensor& inputs_embeds,
                                                             const torch::Tensor& position_ids,
-                                                            const torch::Tensor& padding_mask, KVCache* cache) {
-  return model->forward(inputs_embeds, position_ids, padding_mask, cache);
+                                                            const torch::Tensor& padding_mask, KVCache* cache,
+                                                            const std::vector<int64_t>& cu_seqlens) {
+  return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
 }
 
 torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::lm_logits(const torch::Tensor& hidden) {

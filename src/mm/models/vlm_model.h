@@ -4,12 +4,12 @@
 // when the config says so). The pieces are separate methods so training can use them directly.
 #pragma once
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include <filesystem>
 #include <vector>
 
+#include "mm/models/common/linear.h"
 #include "mm/models/qwen2_5_vl_config.h"
 #include "mm/models/text_decoder/qwen2.h"
 #include "mm/models/vision_encoder/qwen2_5_vl_vision.h"
@@ -35,6 +35,13 @@ struct RopeIndex {
   torch::Tensor deltas;        // [batch, 1] int64: max position + 1 - number of real tokens
 };
 
+// Positions as the reference's get_rope_index: text runs count up by one; a vision run of
+// t x h x w merged tokens gets (start + t * interval, start + row, start + col), with interval =
+// tokens_per_second * int(second_per_grid_ts) for videos and 1 for images, and the text after it
+// resumes at start + max(h, w). Padding (attention_mask 0) is skipped and left at 0. Needs only
+// the config, so data pipelines compute positions without a model.
+RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VLInputs& inputs);
+
 class Qwen2_5_VLForConditionalGeneration;
 
 class Qwen2_5_VLForConditionalGenerationImpl : public torch::nn::Module {
@@ -59,17 +66,17 @@ class Qwen2_5_VLForConditionalGenerationImpl : public torch::nn::Module {
   // Vision features of all images (or videos): [sum(t * h * w) / merge^2, hidden].
   torch::Tensor image_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
 
-  // Positions as the reference's get_rope_index: text runs count up by one; a vision run of
-  // t x h x w merged tokens gets (start + t * interval, start + row, start + col), with interval =
-  // tokens_per_second * int(second_per_grid_ts) for videos and 1 for images, and the text after it
-  // resumes at start + max(h, w). Padding (attention_mask 0) is skipped and left at 0.
+  // qwen2_5_vl_rope_index with this model's config.
   RopeIndex get_rope_index(const Qwen2_5_VLInputs& inputs) const;
 
   // The decoder over prepared embeddings: inputs_embeds [batch, seq, hidden], position_ids
   // [3, batch, seq], padding_mask [batch, cached + seq] or undefined; returns hidden states
-  // [batch, seq, hidden] after the final norm. With a cache, appends to it.
+  // [batch, seq, hidden] after the final norm. With a cache, appends to it. cu_seqlens: packed
+  // samples (batch 1, see Qwen2ModelImpl::forward); position_ids then hold each sample's own
+  // positions side by side.
   torch::Tensor decode(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
-                       const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr);
+                       const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
+                       const std::vector<int64_t>& cu_seqlens = {});
 
   // hidden [..., hidden] -> logits [..., vocab] (lm_head, or the embedding matrix when tied).
   torch::Tensor lm_logits(const torch::Tensor& hidden);
@@ -80,7 +87,7 @@ class Qwen2_5_VLForConditionalGenerationImpl : public torch::nn::Module {
 
   Qwen2_5_VisionTransformer visual{nullptr};
   Qwen2Model model{nullptr};           // HF "model." prefix (the language model)
-  torch::nn::Linear lm_head{nullptr};  // null when tie_word_embeddings
+  Linear lm_head{nullptr};              // null when tie_word_embeddings
 
  private:
   Qwen2_5_VLConfig config_;

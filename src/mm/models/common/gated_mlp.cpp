@@ -22,12 +22,9 @@ GatedMLPImpl::GatedMLPImpl(int64_t hidden_size, int64_t intermediate_size, bool 
     : activation_(std::move(activation)) {
   MM_CHECK(is_supported_activation(activation_), "unsupported hidden_act '", activation_,
            "' (silu, gelu, gelu_pytorch_tanh, quick_gelu)");
-  auto linear = [bias](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-  };
-  gate_proj = register_module("gate_proj", linear(hidden_size, intermediate_size));
-  up_proj = register_module("up_proj", linear(hidden_size, intermediate_size));
-  down_proj = register_module("down_proj", linear(intermediate_size, hidden_size));
+  gate_proj = register_module("gate_proj", Linear(hidden_size, intermediate_size, bias));
+  up_proj = register_module("up_proj", Linear(hidden_size, intermediate_size, bias));
+  down_proj = register_module("down_proj", Linear(intermediate_size, hidden_size, bias));
 }
 
 torch::Tensor GatedMLPImpl::forward(const torch::Tensor& x) {

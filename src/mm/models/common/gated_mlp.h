@@ -2,10 +2,11 @@
 // down_proj(act(gate_proj(x)) * up_proj(x)). HF parameter names gate_proj, up_proj, down_proj.
 #pragma once
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include <string>
+
+#include "mm/models/common/linear.h"
 
 namespace mm {
 
@@ -20,7 +21,7 @@ class GatedMLPImpl : public torch::nn::Module {
   // x: [..., hidden] -> [..., hidden]
   torch::Tensor forward(const torch::Tensor& x);
 
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
   std::string activation_;

@@ -34,19 +34,31 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
   return {mask, false};
 }
 
+AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device) {
+  MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0,
+           "cu_seqlens must start at 0 and hold at least one segment, got ", c10::str(cu_seqlens));
+  std::vector<int64_t> segment;  // [seq]: the sample of each position
+  for (size_t i = 1; i < cu_seqlens.size(); ++i) {
+    MM_CHECK(cu_seqlens[i] > cu_seqlens[i - 1], "cu_seqlens must increase strictly, got ", c10::str(cu_seqlens));
+    segment.insert(segment.end(), static_cast<size_t>(cu_seqlens[i] - cu_seqlens[i - 1]), static_cast<int64_t>(i));
+  }
+  const int64_t seq = cu_seqlens.back();
+  auto seg = torch::tensor(segment, torch::kInt64).to(device);
+  auto pos = torch::arange(seq, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  auto allowed = (seg.view({seq, 1}) == seg.view({1, seq})) & (pos.view({1, seq}) <= pos.view({seq, 1}));
+  return {allowed.view({1, 1, seq, seq}), false};
+}
+
 Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t layer_index)
     : layer_index_(layer_index),
       num_heads_(config.num_attention_heads),
       num_kv_heads_(config.num_key_value_heads),
       head_dim_(config.head_dim()) {
   const int64_t hidden = config.hidden_size;
-  auto linear = [](int64_t in, int64_t out, bool bias) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-  };
-  q_proj = register_module("q_proj", linear(hidden, num_heads_ * head_dim_, config.attention_bias));
-  k_proj = register_module("k_proj", linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
-  v_proj = register_module("v_proj", linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
-  o_proj = register_module("o_proj", linear(num_heads_ * head_dim_, hidden, false));
+  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, config.attention_bias));
+  k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
+  v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
+  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, false));
 }
 
 torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
@@ -91,7 +103,8 @@ torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {
 }
 
 torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
-                                      const torch::Tensor& padding_mask, KVCache* cache) {
+                                      const torch::Tensor& padding_mask, KVCache* cache,
+                                      const std::vector<int64_t>& cu_seqlens) {
   MM_CHECK(inputs_embeds.dim() == 3 && inputs_embeds.size(2) == config_.hidden_size,
            "Qwen2Model: inputs_embeds must be [batch, seq, ", config_.hidden_size, "], got ", inputs_embeds.sizes());
   const int64_t seq = inputs_embeds.size(1);
@@ -104,9 +117,28 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
   const RotaryCosSin rope = mrope ? mrope_cos_sin(inv_freq, positions, config_.mrope_section, inputs_embeds.scalar_type())
                                   : rope_cos_sin(inv_freq, positions, inputs_embeds.scalar_type());
   const int64_t past = cache ? cache->length() : 0;
-  const AttentionMask mask = make_causal_mask(padding_mask, seq, past, device);
+  AttentionMask mask;
+  if (cu_seqlens.empty()) {
+    mask = make_causal_mask(padding_mask, seq, past, device);
+  } else {
+    MM_CHECK(inputs_embeds.size(0) == 1 && !padding_mask.defined() && !cache,
+             "Qwen2Model: packed sequences (cu_seqlens) need batch 1, no attention mask and no cache");
+    MM_CHECK(cu_seqlens.back() == seq, "Qwen2Model: cu_seqlens ends at ", cu_seqlens.back(),
+             " but the packed sequence has ", seq, " positions");
+    mask = make_packed_causal_mask(cu_seqlens, device);
+  }
   auto h = inputs_embeds;
-  for (const auto& layer : *layers) h = layer->as<Qwen2DecoderLayer>()->forward(h, rope, mask, cache);
+  for (const auto& item : *layers) {
+    auto* layer = item->as<Qwen2DecoderLayer>();
+    if (!block_runner) {
+      h = layer->forward(h, rope, mask, cache);
+      continue;
+    }
+    // The runner may call `run` again in backward, after this frame is gone: capture by value.
+    h = block_runner(
+        *layer, [layer, rope, mask, cache](const torch::Tensor& x) { return layer->forward(x, rope, mask, cache); },
+        h);
+  }
   return norm(h);
 }
 

@@ -9,13 +9,16 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "mm/models/common/block_runner.h"
 #include "mm/models/common/gated_mlp.h"
+#include "mm/models/common/linear.h"
 #include "mm/models/common/norms.h"
 #include "mm/models/common/rotary.h"
 #include "mm/models/qwen2_5_vl_config.h"
+
+#include <vector>
 
 namespace mm {
 
@@ -34,6 +37,11 @@ struct AttentionMask {
 AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len, int64_t past,
                                const c10::Device& device);
 
+// Causal attention within each packed segment [cu_seqlens[i], cu_seqlens[i+1]) of a sequence of
+// cu_seqlens.back() positions, nothing across segments: [1, 1, seq, seq]. cu_seqlens must start
+// at 0 and increase strictly.
+AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device);
+
 class Qwen2AttentionImpl : public torch::nn::Module {
  public:
   Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t layer_index);
@@ -42,7 +50,7 @@ class Qwen2AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
                         KVCache* cache);
 
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_;
@@ -70,9 +78,12 @@ class Qwen2ModelImpl : public torch::nn::Module {
   // position_ids:  [3, batch, seq] (M-RoPE configs) or [batch, seq] (1D RoPE) int64
   // padding_mask:  [batch, cached + seq], 1 = token, 0 = padding; undefined = no padding
   // cache:         optional; the new keys/values are appended
+  // cu_seqlens:    packed samples: empty, or [0, end of sample 0, ..., seq] with batch 1, no
+  //                padding mask and no cache; attention stays causal within each sample
   // returns:       [batch, seq, hidden], after the final norm
   torch::Tensor forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
-                        const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr);
+                        const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
+                        const std::vector<int64_t>& cu_seqlens = {});
 
   // input_ids: [batch, seq] int64 -> [batch, seq, hidden]
   torch::Tensor embed(const torch::Tensor& input_ids);
@@ -82,6 +93,10 @@ class Qwen2ModelImpl : public torch::nn::Module {
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
+
+  // When set, every decoder layer runs through it (recomputation, sharding); else directly.
+  // With a cache a runner must call `run` once per forward (recomputing would append twice).
+  BlockRunner block_runner;
 
  private:
   Qwen2TextConfig config_;

@@ -15,9 +15,7 @@ namespace {
 
 constexpr double kNormEps = 1e-6;
 
-torch::nn::Linear linear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(true));
-}
+Linear linear(int64_t in, int64_t out) { return Linear(in, out, /*bias=*/true); }
 
 std::vector<std::array<int64_t, 3>> read_grid(const torch::Tensor& grid_thw) {
   MM_CHECK(grid_thw.defined() && grid_thw.dim() == 2 && grid_thw.size(1) == 3,
@@ -141,7 +139,16 @@ torch::Tensor Qwen2_5_VisionTransformerImpl::forward(const torch::Tensor& pixel_
   const auto& full = c.fullatt_block_indexes;
   for (size_t i = 0; i < blocks->size(); ++i) {
     const bool is_full = std::find(full.begin(), full.end(), static_cast<int64_t>(i)) != full.end();
-    hidden = blocks->ptr<Qwen2_5_VLVisionBlockImpl>(i)->forward(hidden, cos, sin, is_full ? frames : windows);
+    auto* block = blocks->ptr<Qwen2_5_VLVisionBlockImpl>(i).get();
+    const VarlenSegments& segments = is_full ? frames : windows;
+    if (!block_runner) {
+      hidden = block->forward(hidden, cos, sin, segments);
+      continue;
+    }
+    // The runner may call `run` again in backward, after this frame is gone: capture by value.
+    hidden = block_runner(
+        *block, [block, cos, sin, segments](const torch::Tensor& x) { return block->forward(x, cos, sin, segments); },
+        hidden);
   }
 
   // Merged units back into processor order.

@@ -15,10 +15,11 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "mm/models/common/block_runner.h"
 #include "mm/models/common/gated_mlp.h"
+#include "mm/models/common/linear.h"
 #include "mm/models/common/norms.h"
 #include "mm/models/qwen2_5_vl_config.h"
 
@@ -49,7 +50,7 @@ class Qwen2_5_VLVisionAttentionImpl : public torch::nn::Module {
   // x: [seq, hidden]; cos, sin: [seq, head_dim] fp32 -> [seq, hidden].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const VarlenSegments& segments);
-  torch::nn::Linear qkv{nullptr}, proj{nullptr};
+  Linear qkv{nullptr}, proj{nullptr};
 
  private:
   int64_t num_heads_, head_dim_;
@@ -102,6 +103,9 @@ class Qwen2_5_VisionTransformerImpl : public torch::nn::Module {
   Qwen2_5_VisionPatchEmbed patch_embed{nullptr};
   torch::nn::ModuleList blocks{nullptr};  // of Qwen2_5_VLVisionBlock, config.depth of them
   Qwen2_5_VLPatchMerger merger{nullptr};
+
+  // When set, every block runs through it (recomputation, sharding); else directly.
+  BlockRunner block_runner;
 
  private:
   Qwen2_5_VLVisionConfig config_;

@@ -1,0 +1,90 @@
+#include "mm/checkpoint/hf_export.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "mm/core/error.h"
+#include "mm/core/safetensors.h"
+#include "mm/models/common/linear.h"
+#include "mm/models/common/weights.h"
+
+namespace mm {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kAssetFiles[] = {"generation_config.json",  "tokenizer.json",   "tokenizer_config.json",
+                                   "special_tokens_map.json", "added_tokens.json", "vocab.json",
+                                   "merges.txt",              "preprocessor_config.json",
+                                   "video_preprocessor_config.json"};
+
+std::string torch_dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat: return "float32";
+    case c10::kBFloat16: return "bfloat16";
+    case c10::kHalf: return "float16";
+    case c10::kDouble: return "float64";
+    default: fail("export_hf: unsupported weight dtype ", dtype);
+  }
+}
+
+// The weights as the checkpoint stores them: adapters folded in, their own tensors dropped.
+std::vector<std::pair<std::string, torch::Tensor>> export_tensors(Qwen2_5_VLForConditionalGenerationImpl& model) {
+  std::map<std::string, const LinearImpl*> adapted;  // "<linear>.weight" -> layer with an adapter
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (const auto* linear = dynamic_cast<const LinearImpl*>(item.value().get()); linear && linear->has_lora())
+      adapted.emplace(item.key() + ".weight", linear);
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& [name, tensor] : named_weights(model)) {
+    if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) continue;
+    const auto it = adapted.find(name);
+    out.emplace_back(name, (it == adapted.end() ? tensor : it->second->merged_weight()).detach().to(torch::kCPU));
+  }
+  return out;
+}
+
+void write_export(Qwen2_5_VLForConditionalGenerationImpl& model, const fs::path& assets_dir, const fs::path& dir) {
+  auto tensors = export_tensors(model);
+  MM_CHECK(!tensors.empty(), "export_hf: the model has no weights");
+  auto config = model.config().to_json();
+  config["dtype"] = torch_dtype_name(tensors.front().second.scalar_type());
+  write_file_atomic(dir / "config.json", config.dump(2) + "\n");
+  save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  for (const char* name : kAssetFiles)
+    if (fs::is_regular_file(assets_dir / name)) fs::copy_file(assets_dir / name, dir / name);
+  for (const auto& entry : fs::directory_iterator(assets_dir))
+    if (entry.is_regular_file() && entry.path().filename().string().rfind("chat_template.", 0) == 0)
+      fs::copy_file(entry.path(), dir / entry.path().filename());
+}
+
+}  // namespace
+
+void export_hf(Qwen2_5_VLForConditionalGeneration& model, const fs::path& assets_dir, const fs::path& out_dir) {
+  MM_CHECK(fs::is_directory(assets_dir), "export_hf: assets directory ", assets_dir.string(), " is not a directory");
+  const fs::path target = fs::absolute(out_dir);
+  MM_CHECK(target.has_filename(), "export_hf: output path ", out_dir.string(), " names no directory");
+  fs::create_directories(target.parent_path());
+  const std::string suffix = "-" + std::to_string(::getpid());
+  const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp" + suffix);
+  const fs::path old = target.parent_path() / ("." + target.filename().string() + ".old" + suffix);
+  try {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    write_export(*model, assets_dir, tmp);
+    if (fs::exists(target)) fs::rename(target, old);
+    fs::rename(tmp, target);
+    fs::remove_all(old);
+  } catch (const fs::filesystem_error& e) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    fail("export_hf: writing ", target.string(), " failed: ", e.what());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+}
+
+}  // namespace mm
