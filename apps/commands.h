@@ -4,6 +4,10 @@
 
 namespace mm::cli {
 
+void add_train_command(CLI::App& app);
 void add_infer_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_data_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace mm::cli

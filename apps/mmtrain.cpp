@@ -22,7 +22,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->each([](const std::string& level) { mm::log::set_level(mm::log::level_from_string(level)); });
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
+  mm::cli::add_train_command(app);
   mm::cli::add_infer_command(app);
+  mm::cli::add_eval_command(app);
+  mm::cli::add_data_command(app);
+  mm::cli::add_export_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --help-all

@@ -69,9 +69,10 @@ Sample draw(uint64_t key, int64_t size) {
 
   const int64_t background = rng.between(215, 245);
   const int64_t half = size / 2;
-  // The shape fills 70-90% of its quadrant; its centre moves up to a tenth of it off centre.
-  const int64_t radius = half * rng.between(35, 45) / 100;
-  const int64_t jitter = std::max<int64_t>(half / 10, 1);
+  // The shape spans 70-84% of its quadrant and its centre moves up to a twentieth of the quadrant
+  // off centre: it never leaves its quadrant, and no two images are alike.
+  const int64_t radius = half * rng.between(35, 42) / 100;
+  const int64_t jitter = std::max<int64_t>(half / 20, 1);
   const int64_t cx = (s.position % 2) * half + half / 2 + rng.between(-jitter, jitter);
   const int64_t cy = (s.position / 2) * half + half / 2 + rng.between(-jitter, jitter);
   const auto& rgb = kColours[s.colour].rgb;

@@ -17,10 +17,10 @@
 //   shape    "What shape is this?"       -> circle | square | triangle
 //   position "Where is the shape?"       -> top left | top right | bottom left | bottom right
 //   caption  "Describe the image."       -> "a red circle in the top left"
-// Each image: a saturated shape filling most of its quadrant (size and offset jittered a little)
-// on a light grey background with light noise. Everything is drawn from splitmix64 streams keyed
-// by (seed, split, index), so the same options give byte-identical files on every machine; no
-// image appears twice in or across the splits.
+// Each image: a saturated shape filling most of its quadrant and never leaving it (size and
+// offset jittered a little) on a light grey background with light grey noise. Everything is drawn
+// from splitmix64 streams keyed by (seed, split, index), so the same options give byte-identical
+// files on every machine; no image appears twice in or across the splits.
 #pragma once
 #include <cstdint>
 #include <filesystem>
