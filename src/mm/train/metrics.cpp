@@ -72,7 +72,11 @@ nlohmann::json RunSummary::to_json() const {
 
 MetricsLogger::MetricsLogger(MetricsOptions options)
     : options_(std::move(options)), start_(std::chrono::steady_clock::now()) {
-  (void)c10::Device(options_.device);  // a bad device string fails here, not at step 1
+  try {  // a bad device string fails here, not at step 1
+    (void)c10::Device(options_.device);
+  } catch (const std::exception&) {
+    fail("metrics: device '", options_.device, "' is not a device name (cpu, cuda, cuda:0 ...)");
+  }
   if (options_.write_files) {
     fs::create_directories(options_.output_dir);
     const fs::path path = jsonl_path();

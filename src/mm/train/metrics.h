@@ -31,10 +31,10 @@ struct MetricsOptions {
   int64_t total_steps = 0;           // for the progress bar (0: unknown)
   // Resuming after step N: metrics.jsonl keeps its lines up to step N (a crashed run may have
   // logged steps past its last checkpoint) and is appended to. Fresh runs start it empty.
-  std::optional<int64_t> resume_from_step;
+  std::optional<int64_t> resume_from_step = std::nullopt;
   bool write_files = true;  // false on ranks other than 0: stderr lines only
   bool tensorboard = true;
-  std::optional<bool> progress_bar;  // nullopt: when stderr is a terminal
+  std::optional<bool> progress_bar = std::nullopt;  // nullopt: when stderr is a terminal
   std::string device = "cpu";        // whose peak memory is measured ("cuda:0" ...)
 };
 

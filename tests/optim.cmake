@@ -1,0 +1,5 @@
+# Training engine pieces: optimizer, schedules, clipping, RNG, checkpoint files, metrics.
+mm_oracle(optimizer)
+mm_test(test_optimizer ORACLES optimizer)
+mm_test(test_checkpoint_io)
+mm_test(test_metrics)
