@@ -81,7 +81,9 @@ void expect_matches_torch(bool fused) {
     EXPECT_LT(max_abs_diff(t.cpu(), g.ckpt.tensor(label + "." + key)), 1e-6) << key;
   // The parameter that missed a grad took one step fewer, as in torch.
   for (const auto& [key, t] : state) {
-    if (key == "step." + g.skip_param) EXPECT_EQ(t.item<float>(), 4.0f);
+    if (key == "step." + g.skip_param) {
+      EXPECT_EQ(t.item<float>(), 4.0f);
+    }
   }
 }
 
