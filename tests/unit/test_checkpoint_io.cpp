@@ -145,9 +145,11 @@ TEST(CheckpointIo, KillDuringWriteLeavesThePreviousCheckpointLoadable) {
   EXPECT_EQ(*latest, root / "step-00000001");
   expect_checkpoint_of(*latest, 1);
 
-  // The next save cleans up the dead writer's temporary directory.
+  // The next save cleans up the dead writer's temporary directory (and a torn `latest` write).
+  std::ofstream(root / "latest.tmp.99999") << "step-000";
   mm::save_training_checkpoint(root, 3, make_checkpoint(3), 3);
   EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_FALSE(fs::exists(root / "latest.tmp.99999"));
   EXPECT_EQ(entries(root), (std::vector<std::string>{"latest", "step-00000001", "step-00000003"}));
   expect_checkpoint_of(*mm::latest_checkpoint(root), 3);
 }

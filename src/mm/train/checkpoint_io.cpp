@@ -66,7 +66,8 @@ std::string missing_part(const fs::path& dir) {
 void remove_stale_tmp_dirs(const fs::path& checkpoints_dir) {
   for (const auto& entry : fs::directory_iterator(checkpoints_dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.find(".tmp-") == std::string::npos) continue;
+    // Our step-*.tmp-<pid> directories, and write_file_atomic's latest.tmp.<pid>.
+    if (name.find(".tmp-") == std::string::npos && name.rfind("latest.tmp.", 0) != 0) continue;
     log::warn("removing ", entry.path().string(), " left by an interrupted checkpoint write");
     fs::remove_all(entry.path());
   }
