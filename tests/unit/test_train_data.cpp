@@ -9,7 +9,6 @@
 #include <random>
 
 #include <ATen/Parallel.h>
-#include <c10/util/ParallelGuard.h>
 
 #include "mm/core/json_config.h"
 #include "mm/data/loader.h"
@@ -272,7 +271,7 @@ TEST(Collate, PackedConcatenatesWithBoundariesAndRestartingPositions) {
   }
   EXPECT_EQ(b.sample_indices, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(b.num_tokens, 12);
-  EXPECT_EQ(b.num_target_tokens, 4 + 2 + 3);
+  EXPECT_EQ(b.num_target_tokens, (5 - 2) + (3 - 2) + (4 - 2));  // first and last of each ignored
 }
 
 TEST(Collate, PaddedPadsOnTheRight) {
@@ -571,7 +570,12 @@ TEST(DataLoader, DestructionMidEpochDoesNotHang) {
 }
 
 TEST(DataLoader, WorkersRunTensorOpsSerially) {
-  // produce() holds a ParallelGuard so ATen's parallel_for stays on the worker thread.
-  c10::ParallelGuard guard(true);
-  EXPECT_TRUE(at::in_parallel_region());
+  const int before = at::get_num_threads();
+  int in_worker = -1;
+  std::thread([&] {
+    mm::serial_intra_op_on_this_thread();
+    in_worker = at::get_num_threads();
+  }).join();
+  EXPECT_EQ(in_worker, 1);
+  EXPECT_EQ(at::get_num_threads(), before);  // other threads keep their parallelism
 }

@@ -2,11 +2,20 @@
 
 #include <torch/torch.h>
 
-#include <c10/util/ParallelGuard.h>
+#include <ATen/Parallel.h>
 
 #include "mm/core/error.h"
 
+// libtorch's CPU build runs intra-op parallelism on OpenMP, whose thread count is per calling
+// thread; declared weak so a build without OpenMP links and simply keeps its default.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+
 namespace mm {
+
+void serial_intra_op_on_this_thread() {
+  at::get_num_threads();  // runs ATen's lazy per-thread init first, which would undo the setting
+  if (omp_set_num_threads) omp_set_num_threads(1);
+}
 
 void LoaderOptions::validate() const {
   MM_CHECK(micro_batch_size >= 1, "data.micro_batch_size must be >= 1, got ", micro_batch_size);
@@ -58,8 +67,6 @@ void DataLoader::start_epoch() { start_epoch(state_.epoch + 1); }
 void DataLoader::start_epoch(int64_t epoch) { begin({epoch, 0}); }
 
 DataLoader::Result DataLoader::produce(int64_t dataset_index) const {
-  // Samples are small: intra-op parallelism would only fight the other workers and the trainer.
-  c10::ParallelGuard serial(true);
   torch::NoGradGuard no_grad;
   Result r;
   try {
@@ -74,6 +81,8 @@ DataLoader::Result DataLoader::produce(int64_t dataset_index) const {
 }
 
 void DataLoader::worker_loop() {
+  // Samples are small: intra-op parallelism would only fight the other workers and the trainer.
+  serial_intra_op_on_this_thread();
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     work_cv_.wait(lock, [&] {

@@ -35,6 +35,10 @@ struct LoaderOptions {
   void validate() const;
 };
 
+// Makes ATen ops on the calling thread run single-threaded (at::get_num_threads() == 1 there),
+// leaving other threads' intra-op parallelism as it is. The loader's workers call it.
+void serial_intra_op_on_this_thread();
+
 class DataLoader {
  public:
   // The file, encoder and the loader's owner must outlive the loader (it keeps references).
