@@ -40,7 +40,7 @@ constexpr std::array<Colour, 6> kColours{{{"red", {220, 20, 20}},
                                           {"blue", {25, 60, 225}},
                                           {"yellow", {240, 220, 10}},
                                           {"purple", {140, 30, 170}},
-                                          {"orange", {250, 130, 0}}}};
+                                          {"orange", {255, 120, 0}}}};
 constexpr std::array<const char*, 3> kKinds{"circle", "square", "triangle"};
 constexpr std::array<const char*, 4> kPositions{"top left", "top right", "bottom left", "bottom right"};
 
@@ -193,7 +193,8 @@ void write_shapes_dataset(const std::filesystem::path& out_dir, const ShapesOpti
                                           std::tuple{"test", options.test, 2ull}}) {
     std::string jsonl;
     for (int64_t i = 0; i < count; ++i) {
-      SplitMix64 keys{options.seed ^ (tag << 56) ^ (static_cast<uint64_t>(i) << 8)};
+      // Hashed, not xor-ed, together: seeds that differ in any bit share no image streams.
+      SplitMix64 keys{SplitMix64{SplitMix64{options.seed}.next() + tag}.next() + static_cast<uint64_t>(i)};
       Sample sample;
       for (;;) {
         sample = draw(keys.next(), options.image_size);
