@@ -1,0 +1,102 @@
+// The run config of `mmtrain train` (YAML, with `--set key=value` overrides): what to train,
+// on which data, how, and where its outputs go. Every key has an explicit default; unknown keys
+// are errors (a typo must not silently train something else). See examples/qwen2.5vl/README.md
+// for the full key list.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mm/train/lora.h"
+
+namespace mm {
+
+struct TrainConfig {
+  struct Model {
+    // A Hugging Face Qwen2.5-VL directory. With from_scratch it only needs config.json and the
+    // tokenizer / preprocessor files; the weights are initialized from init_seed.
+    std::filesystem::path path;
+    bool from_scratch = false;
+    uint64_t init_seed = 0;
+  } model;
+
+  struct Data {
+    std::filesystem::path train;  // .json or .jsonl conversations
+    std::filesystem::path root;   // media paths are relative to this (default: train's folder)
+    int64_t max_seq_len = 2048;
+    std::string truncation = "drop";  // drop | right
+    std::string loss_on = "assistant";  // assistant | all
+    bool packing = false;
+    bool group_by_length = false;
+    bool shuffle = true;
+    int num_workers = 2;
+    int prefetch = 8;
+    std::string on_error = "skip";  // skip | fail
+    std::optional<int64_t> max_pixels, min_pixels;
+    double video_fps = 2.0;
+    int64_t video_max_frames = 0;
+  } data;
+
+  struct Train {
+    uint64_t seed = 0;
+    int64_t micro_batch_size = 1;  // samples per micro-batch (with packing: up to max_seq_len tokens)
+    int64_t grad_accum = 1;
+    int64_t max_steps = 0;  // optimizer steps; 0 = run `epochs` epochs
+    int64_t epochs = 1;
+    std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master weights)
+    bool recompute = false;          // recompute each decoder layer and ViT block in backward
+    double max_grad_norm = 1.0;      // <= 0: no clipping (the norm is still logged)
+    int threads = 0;                 // intra-op threads; 0 = libtorch's default
+  } train;
+
+  struct Freeze {
+    bool vision_tower = false;  // visual.* except the merger
+    bool projector = false;     // visual.merger.*
+    bool language_model = false;  // model.* and lm_head.*
+  } freeze;
+
+  LoraConfig lora;
+  bool lora_enabled = false;
+
+  struct Optim {
+    double lr = 1e-4;
+    double weight_decay = 0.0;
+    double beta1 = 0.9, beta2 = 0.999;
+    double eps = 1e-8;
+    bool fused = true;
+  } optim;
+
+  struct Schedule {
+    std::string kind = "cosine";  // cosine | linear | constant
+    int64_t warmup_steps = 0;
+    double warmup_ratio = 0.0;
+    double min_lr_ratio = 0.0;
+  } schedule;
+
+  struct Output {
+    std::filesystem::path dir = "runs/mmtrain";
+    int64_t save_every = 0;  // 0 = only at the end
+    int keep_last = 2;
+    bool tensorboard = true;
+    std::string resume = "auto";  // auto (latest checkpoint in dir, if any) | none | a checkpoint path
+  } output;
+
+  struct Eval {
+    std::filesystem::path data;  // optional: exact-match evaluation after training
+    std::filesystem::path root;
+    int64_t max_new_tokens = 32;
+    int64_t limit = 0;
+  } eval;
+
+  // The YAML as given (after overrides), kept in checkpoints and the run directory.
+  YAML::Node source;
+};
+
+// Parses a loaded run config; `file` names it in errors ("cfg.yaml: train.grad_accum: ...").
+// Relative paths are taken relative to the current directory, as a user typed them.
+TrainConfig parse_train_config(const YAML::Node& root, const std::string& file);
+
+}  // namespace mm

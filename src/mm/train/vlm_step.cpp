@@ -1,0 +1,90 @@
+#include "mm/train/vlm_step.h"
+
+#include <torch/torch.h>
+
+#include <ATen/autocast_mode.h>
+
+#include <cmath>
+
+#include "mm/core/error.h"
+#include "mm/train/grad_clip.h"
+#include "mm/train/optimizer.h"
+
+namespace mm {
+namespace {
+
+// bf16 autocast on the parameters' device for the guard's lifetime.
+class AutocastGuard {
+ public:
+  AutocastGuard(bool enabled, c10::DeviceType device) : enabled_(enabled), device_(device) {
+    if (!enabled_) return;
+    previous_ = at::autocast::is_autocast_enabled(device_);
+    previous_dtype_ = at::autocast::get_autocast_dtype(device_);
+    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device_, previous_);
+    at::autocast::set_autocast_dtype(device_, previous_dtype_);
+  }
+
+ private:
+  bool enabled_;
+  c10::DeviceType device_;
+  bool previous_ = false;
+  at::ScalarType previous_dtype_ = at::kBFloat16;
+};
+
+}  // namespace
+
+at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBatch& batch) {
+  MM_CHECK(batch.targets.defined() && batch.targets.sizes() == batch.inputs.input_ids.sizes(),
+           "training batch: targets must match input_ids");
+  auto embeds = model->embed_inputs(batch.inputs);
+  auto hidden = model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens);
+  auto targets = batch.targets.to(hidden.device());
+  auto supervised = targets.ne(-100);
+  auto rows = hidden.index({supervised});  // [target tokens, hidden]
+  auto logits = model->lm_logits(rows).to(torch::kFloat32);
+  return torch::nn::functional::cross_entropy(
+      logits, targets.index({supervised}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimizer, double lr,
+                      const std::vector<at::Tensor>& params, const std::vector<TrainBatch>& micro_batches,
+                      const StepOptions& options) {
+  MM_CHECK(!micro_batches.empty(), "train_step: no micro-batches");
+  StepResult result;
+  for (const auto& batch : micro_batches) {
+    result.target_tokens += batch.num_target_tokens;
+    result.tokens += batch.num_tokens;
+    result.samples += static_cast<int64_t>(batch.sample_indices.size());
+  }
+  MM_CHECK(result.target_tokens > 0, "train_step: the step's batches have no supervised tokens");
+  const auto device = params.empty() ? c10::DeviceType::CPU : params.front().device().type();
+  double loss_sum = 0;
+  for (const auto& batch : micro_batches) {
+    at::Tensor loss;
+    {
+      AutocastGuard autocast(options.bf16_autocast, device);
+      loss = vlm_loss_sum(model, batch);
+    }
+    (loss / static_cast<double>(result.target_tokens)).backward();
+    loss_sum += loss.item<double>();
+  }
+  result.loss = loss_sum / static_cast<double>(result.target_tokens);
+  result.grad_norm = clip_grad_norm(params, options.max_grad_norm);
+  if (std::isfinite(result.grad_norm)) {
+    optimizer.step(lr);
+  } else {
+    result.skipped = true;
+  }
+  optimizer.zero_grad();
+  return result;
+}
+
+}  // namespace mm

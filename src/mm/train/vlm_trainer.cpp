@@ -1,0 +1,364 @@
+#include "mm/train/vlm_trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+
+#include "mm/checkpoint/hf_export.h"
+#include "mm/core/error.h"
+#include "mm/core/log.h"
+#include "mm/core/rng.h"
+#include "mm/core/safetensors.h"
+#include "mm/data/conversation.h"
+#include "mm/data/loader.h"
+#include "mm/data/sample_encoder.h"
+#include "mm/data/sampler.h"
+#include "mm/models/common/weights.h"
+#include "mm/models/init_weights.h"
+#include "mm/models/vlm_model.h"
+#include "mm/tasks/evaluation.h"
+#include "mm/tasks/vlm_chat.h"
+#include "mm/train/checkpoint_io.h"
+#include "mm/train/lora.h"
+#include "mm/train/lr_schedule.h"
+#include "mm/train/metrics.h"
+#include "mm/train/optimizer.h"
+#include "mm/train/recompute.h"
+#include "mm/train/vlm_step.h"
+
+namespace fs = std::filesystem;
+
+namespace mm {
+
+std::vector<fs::path> hf_asset_files(const fs::path& dir) {
+  static const char* kNames[] = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                 "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
+                                 "preprocessor_config.json", "video_preprocessor_config.json",
+                                 "processor_config.json", "chat_template.json", "chat_template.jinja"};
+  std::vector<fs::path> out;
+  for (const char* name : kNames)
+    if (fs::is_regular_file(dir / name)) out.push_back(dir / name);
+  return out;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Qwen2_5_VLForConditionalGeneration build_model(const TrainConfig& config) {
+  const auto& m = config.model;
+  MM_CHECK(fs::is_regular_file(m.path / "config.json"), "model.path: ", m.path.string(), " has no config.json");
+  if (!m.from_scratch) return Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32);
+  Qwen2_5_VLForConditionalGeneration model(Qwen2_5_VLConfig::from_file(m.path / "config.json"));
+  init_weights(model, m.init_seed);
+  return model;
+}
+
+void apply_freezing(Qwen2_5_VLForConditionalGeneration& model, const TrainConfig::Freeze& freeze) {
+  for (auto& p : model->named_parameters()) {
+    const auto& name = p.key();
+    const bool projector = name.rfind("visual.merger.", 0) == 0;
+    const bool vision = name.rfind("visual.", 0) == 0 && !projector;
+    const bool language = !projector && !vision;
+    if ((vision && freeze.vision_tower) || (projector && freeze.projector) || (language && freeze.language_model))
+      p.value().set_requires_grad(false);
+  }
+}
+
+NamedParams trainable_parameters(Qwen2_5_VLForConditionalGeneration& model) {
+  NamedParams out;
+  for (auto& p : model->named_parameters())
+    if (p.value().requires_grad()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+class Run {
+ public:
+  explicit Run(const TrainConfig& config) : config_(config) {}
+
+  TrainSummary execute();
+
+ private:
+  void setup_model();
+  void setup_data();
+  int64_t estimate_total_steps() const;
+  std::unique_ptr<DataLoader> make_loader(const SamplerState& state) const;
+  bool next_micro_batch(TrainBatch& out);
+  void resume_from(const fs::path& dir);
+  void save(int64_t step);
+
+  const TrainConfig& config_;
+  fs::path output_;
+  Qwen2_5_VLForConditionalGeneration model_{nullptr};
+  Qwen2_5_VLConfig model_config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ConversationFile> data_;
+  std::unique_ptr<SampleEncoder> encoder_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::vector<at::Tensor> params_;
+  nlohmann::json skipped_json() const;
+
+  SamplerState data_state_;      // where the next micro-batch starts
+  nlohmann::json prior_skips_;   // skip counts of the run before a resume
+  int64_t step_ = 0;
+};
+
+void Run::setup_model() {
+  model_ = build_model(config_);
+  model_config_ = model_->config();
+  apply_freezing(model_, config_.freeze);
+  if (config_.lora_enabled) {
+    const int64_t n = apply_lora(*model_, config_.lora);
+    log::info("LoRA: ", n, " adapters of rank ", config_.lora.rank);
+  }
+  if (config_.train.recompute) {
+    model_->model->block_runner = recompute_runner();
+    model_->visual->block_runner = recompute_runner();
+  }
+  model_->train();
+  int64_t total = 0, trainable = 0;
+  for (const auto& p : model_->parameters()) {
+    total += p.numel();
+    if (p.requires_grad()) trainable += p.numel();
+  }
+  log::info("model: ", total, " parameters, ", trainable, " trainable");
+  MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
+  auto named = trainable_parameters(model_);
+  for (auto& [_, p] : named) params_.push_back(p);
+  AdamWConfig optim;
+  optim.lr = config_.optim.lr;
+  optim.beta1 = config_.optim.beta1;
+  optim.beta2 = config_.optim.beta2;
+  optim.eps = config_.optim.eps;
+  optim.weight_decay = config_.optim.weight_decay;
+  optim.fused = config_.optim.fused;
+  optimizer_ = std::make_unique<AdamW>(named, optim);
+}
+
+void Run::setup_data() {
+  tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(config_.model.path));
+  const auto processor = Qwen2VLProcessor::from_pretrained(config_.model.path);
+  SampleEncoderOptions options;
+  options.max_seq_len = config_.data.max_seq_len;
+  options.truncation = config_.data.truncation;
+  options.loss_on_assistant_only = config_.data.loss_on == "assistant";
+  options.max_pixels = config_.data.max_pixels;
+  options.min_pixels = config_.data.min_pixels;
+  options.video_fps = config_.data.video_fps;
+  options.video_max_frames = config_.data.video_max_frames;
+  encoder_ = std::make_unique<SampleEncoder>(*tokenizer_, processor, model_config_, options);
+  data_ = std::make_unique<ConversationFile>(ConversationFile::open(config_.data.train, config_.data.root));
+  MM_CHECK(data_->size() > 0, "data.train: ", config_.data.train.string(), " holds no records");
+
+  std::vector<int64_t> lengths(data_->size(), 0);
+  if (config_.data.group_by_length) {
+    for (size_t i = 0; i < data_->size(); ++i) {
+      try {
+        lengths[i] = encoder_->estimate_length(data_->get(i));
+      } catch (const SampleError&) {
+        // Counted when the loader reaches it.
+      }
+    }
+  }
+  SamplerOptions sampling;
+  sampling.shuffle = config_.data.shuffle;
+  sampling.seed = config_.train.seed;
+  sampling.group_by_length = config_.data.group_by_length;
+  sampling.group_size = config_.train.micro_batch_size * config_.train.grad_accum * 50;
+  sampler_ = std::make_unique<Sampler>(lengths, sampling);
+  log::info("data: ", data_->size(), " records in ", config_.data.train.string());
+}
+
+std::unique_ptr<DataLoader> Run::make_loader(const SamplerState& state) const {
+  LoaderOptions options;
+  options.micro_batch_size = config_.train.micro_batch_size;
+  options.packing = config_.data.packing;
+  options.max_seq_len = config_.data.max_seq_len;
+  options.pad_token_id = tokenizer_->pad_token_id().value_or(0);
+  options.num_workers = config_.data.num_workers;
+  options.prefetch = config_.data.prefetch;
+  options.fail_on_error = config_.data.on_error == "fail";
+  return std::make_unique<DataLoader>(*data_, *encoder_, *sampler_, options, state);
+}
+
+int64_t Run::estimate_total_steps() const {
+  if (config_.train.max_steps > 0) return config_.train.max_steps;
+  // Epoch mode: one micro-batch per micro_batch_size samples. With packing the count depends on
+  // lengths; the record count is then an upper bound and the schedule ends early at worst.
+  const int64_t per_epoch = (sampler_->size_per_rank() + config_.train.micro_batch_size - 1) / config_.train.micro_batch_size;
+  return std::max<int64_t>(1, config_.train.epochs * per_epoch / config_.train.grad_accum);
+}
+
+// The next micro-batch, moving to the next epoch at the end of one; false when the configured
+// epochs are done (never in max_steps mode).
+bool Run::next_micro_batch(TrainBatch& out) {
+  if (!loader_) loader_ = make_loader(data_state_);
+  for (int attempts = 0; attempts < 2; ++attempts) {
+    if (auto batch = loader_->next()) {
+      data_state_ = loader_->state_after_last_batch();
+      out = std::move(*batch);
+      return true;
+    }
+    data_state_ = SamplerState{data_state_.epoch + 1, 0};
+    if (config_.train.max_steps == 0 && data_state_.epoch >= config_.train.epochs) return false;
+    loader_->start_epoch(data_state_.epoch);
+  }
+  fail("data.train: ", config_.data.train.string(), ": an epoch produced no usable batch (see the skipped-sample counts)");
+}
+
+void Run::resume_from(const fs::path& dir) {
+  auto loaded = load_training_checkpoint(dir);
+  WeightLoadOptions options;
+  load_weights(*model_, loaded.model, options);
+  optimizer_->load_state_tensors(loaded.optimizer);
+  restore_rng_state(RngState::from_tensors(checkpoint_tensors(loaded.rng)));
+  const JsonView state(loaded.state, (dir / "trainer_state.json").string());
+  step_ = state.get<int64_t>("step");
+  data_state_ = SamplerState::from_json(loaded.state.at("data"), (dir / "trainer_state.json").string() + ": data");
+  prior_skips_ = loaded.state.at("skipped");
+  log::info("resumed from ", dir.string(), " at step ", step_);
+}
+
+void Run::save(int64_t step) {
+  TrainingCheckpoint ckpt;
+  ckpt.model = named_weights(*model_);
+  ckpt.optimizer = optimizer_->state_tensors();
+  ckpt.rng = capture_rng_state().to_tensors();
+  ckpt.state = {{"step", step}, {"data", data_state_.to_json()}, {"skipped", skipped_json()},
+                {"lora", config_.lora_enabled ? nlohmann::json{{"rank", config_.lora.rank},
+                                                             {"alpha", config_.lora.alpha},
+                                                             {"dropout", config_.lora.dropout},
+                                                             {"target_modules", config_.lora.target_modules},
+                                                             {"exclude_prefixes", config_.lora.exclude_prefixes}}
+                                              : nlohmann::json()},
+                {"run_config", YAML::Dump(config_.source)}};
+  for (const auto& file : hf_asset_files(config_.model.path)) ckpt.extra_files.emplace_back(file.filename().string(), file);
+  const auto dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last);
+  log::info("saved checkpoint ", dir.string());
+}
+
+// Skipped samples by reason over the whole run, resumes included.
+nlohmann::json Run::skipped_json() const {
+  nlohmann::json counts = loader_ ? loader_->skips().to_json() : SkipCounts().to_json();
+  if (prior_skips_.is_object())
+    for (const auto& [reason, count] : prior_skips_.items())
+      counts[reason] = counts.value(reason, int64_t{0}) + count.get<int64_t>();
+  return counts;
+}
+
+TrainSummary Run::execute() {
+  if (config_.train.threads > 0) torch::set_num_threads(config_.train.threads);
+  torch::manual_seed(config_.train.seed);
+  output_ = config_.output.dir;
+  fs::create_directories(output_);
+  write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
+
+  setup_model();
+  setup_data();
+  const int64_t total_steps = estimate_total_steps();
+  LrScheduleConfig schedule_config;
+  schedule_config.kind = config_.schedule.kind;
+  schedule_config.warmup_steps = config_.schedule.warmup_steps;
+  schedule_config.warmup_ratio = config_.schedule.warmup_ratio;
+  schedule_config.min_lr_ratio = config_.schedule.min_lr_ratio;
+  schedule_config.total_steps = total_steps;
+  const LrSchedule schedule(schedule_config);
+
+  if (config_.output.resume != "none") {
+    std::optional<fs::path> from;
+    if (config_.output.resume == "auto")
+      from = latest_checkpoint(output_ / "checkpoints");
+    else
+      from = fs::path(config_.output.resume);
+    if (from) resume_from(*from);
+  }
+
+  MetricsOptions metrics_options;
+  metrics_options.output_dir = output_;
+  metrics_options.total_steps = total_steps;
+  if (step_ > 0) metrics_options.resume_from_step = step_;
+  metrics_options.tensorboard = config_.output.tensorboard;
+  MetricsLogger metrics(metrics_options);
+  StepOptions step_options;
+  step_options.bf16_autocast = config_.train.precision == "bf16";
+  step_options.max_grad_norm = config_.train.max_grad_norm;
+  log::info("training for ", total_steps, " steps (", config_.train.grad_accum, " x ", config_.train.micro_batch_size,
+            config_.data.packing ? " packed rows" : " samples", " per step)");
+
+  // Fault injection for the resume tests: a real SIGKILL right after the given step is logged.
+  const char* kill_env = std::getenv("MM_FAULT_KILL_AT_STEP");
+  const int64_t kill_at_step = kill_env ? std::atoll(kill_env) : -1;
+  double last_loss = 0;
+  bool data_done = false;
+  while (step_ < total_steps && !data_done) {
+    const auto start = Clock::now();
+    std::vector<TrainBatch> micro;
+    for (int64_t i = 0; i < config_.train.grad_accum; ++i) {
+      TrainBatch batch;
+      if (!next_micro_batch(batch)) {
+        data_done = true;
+        break;
+      }
+      micro.push_back(std::move(batch));
+    }
+    if (micro.empty()) break;
+    const double lr = schedule.lr(step_, config_.optim.lr);
+    const auto result = train_step(model_, *optimizer_, lr, params_, micro, step_options);
+    ++step_;
+    last_loss = result.loss;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    StepMetrics record;
+    record.step = step_;
+    record.loss = result.loss;
+    record.lr = lr;
+    record.grad_norm = result.grad_norm;
+    record.tokens_per_s = static_cast<double>(result.tokens) / seconds;
+    record.samples_per_s = static_cast<double>(result.samples) / seconds;
+    record.extra["target_tokens"] = static_cast<double>(result.target_tokens);
+    if (result.skipped) log::warn("step ", step_, ": gradient norm is not finite; the update was skipped");
+    metrics.log_step(record);
+    if (step_ == kill_at_step) {
+      log::warn("MM_FAULT_KILL_AT_STEP=", kill_at_step, ": killing this process (SIGKILL)");
+      std::raise(SIGKILL);
+    }
+    if (config_.output.save_every > 0 && step_ % config_.output.save_every == 0 && step_ < total_steps) save(step_);
+  }
+  save(step_);
+
+  TrainSummary summary;
+  summary.steps = step_;
+  summary.final_loss = last_loss;
+  summary.final_model = output_ / "final";
+  export_hf(model_, config_.model.path, summary.final_model);
+  log::info("final model (Hugging Face format) in ", summary.final_model.string());
+
+  const auto skipped = skipped_json();  // a named value: items() only refers to it
+  for (const auto& [reason, count] : skipped.items())
+    if (reason == "total" || count.get<int64_t>() > 0) metrics.add_count("skipped_samples." + reason, count.get<int64_t>());
+  if (!config_.eval.data.empty()) {
+    Qwen2_5_VLChat chat(summary.final_model);
+    const auto eval_data = ConversationFile::open(config_.eval.data, config_.eval.root);
+    EvalOptions eval_options;
+    eval_options.max_new_tokens = config_.eval.max_new_tokens;
+    eval_options.limit = config_.eval.limit;
+    const auto eval = evaluate_exact_match(chat, eval_data, eval_options);
+    summary.eval_accuracy = eval.overall.accuracy();
+    metrics.add_count("eval_correct", eval.overall.correct);
+    metrics.add_count("eval_total", eval.overall.total);
+    log::info("eval on ", config_.eval.data.string(), ": exact match ", eval.overall.correct, " / ", eval.overall.total,
+              " = ", summary.eval_accuracy);
+  }
+  metrics.finish();
+  return summary;
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& config) { return Run(config).execute(); }
+
+}  // namespace mm
