@@ -1,0 +1,124 @@
+"""Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL.
+
+What transformers' Trainer does for a step, written out: AdamW (torch.optim, fp32) with the
+Trainer's decay / no-decay parameter split, a cosine schedule with warmup, gradient
+accumulation over 2 micro-batches whose summed token cross-entropy is divided by the step's
+target count (Trainer's num_items_in_batch), and global-norm clipping.
+
+Writes into <out>:
+  model/               the initial weights (save_pretrained) and config
+  samples.safetensors  per sample k: k.input_ids [len], k.targets [len] (already shifted, -100 =
+                       ignored), k.pixel_values, k.image_grid_thw
+  steps.json           {"micro_batches": [[[sample ids of micro-batch 0], [..1]] per step],
+                        "lr", "weight_decay", "betas", "eps", "max_grad_norm", "warmup", "total"}
+  result.safetensors   losses [5], grad_norms [5] (before clipping), lrs [5]
+  final/               the weights after 5 steps (save_pretrained)
+"""
+import json, os, sys
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Trainer
+from transformers.optimization import get_cosine_schedule_with_warmup
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+torch.set_num_threads(1)
+torch.manual_seed(7)
+
+IMAGE, VIDEO, VSTART, VEND = 290, 291, 292, 293
+cfg = Qwen2_5_VLConfig(
+    vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
+                       window_size=56, fullatt_block_indexes=[1], tokens_per_second=4, initializer_range=0.05),
+    text_config=dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, rms_norm_eps=1e-6, initializer_range=0.05, bos_token_id=1,
+                     eos_token_id=2, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                          mrope_section=[2, 3, 3])),
+    image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=VSTART, vision_end_token_id=VEND,
+    tie_word_embeddings=False)
+model = Qwen2_5_VLForConditionalGeneration(cfg)
+model.save_pretrained(os.path.join(out, "model"))
+
+gen = torch.Generator().manual_seed(11)
+ROW = 3 * 2 * 14 * 14
+
+
+def sample(text_before, grid, text_after, answer):
+    """<bos> text <vs> pads <ve> text | answer: only the answer tokens are targets."""
+    n = grid[0] * grid[1] * grid[2] // 4
+    rand = lambda k: torch.randint(3, 280, (k,), generator=gen).tolist()
+    prompt = [1] + rand(text_before) + [VSTART] + [IMAGE] * n + [VEND] + rand(text_after)
+    ids = prompt + rand(answer) + [2]
+    targets = [-100] * len(ids)
+    for p in range(len(prompt) - 1, len(ids) - 1):  # position p predicts token p + 1
+        targets[p] = ids[p + 1]
+    pixels = torch.randn(grid[0] * grid[1] * grid[2], ROW, generator=gen)
+    return {"input_ids": torch.tensor(ids), "targets": torch.tensor(targets), "pixel_values": pixels,
+            "image_grid_thw": torch.tensor([grid])}
+
+
+grids = [(1, 4, 4), (1, 6, 4), (1, 4, 8), (1, 2, 2)]
+samples = [sample(2 + k % 5, grids[k % 4], 3 + k % 3, 2 + k % 4) for k in range(20)]
+micro_batches = [[[4 * s, 4 * s + 1], [4 * s + 2, 4 * s + 3]] for s in range(5)]
+settings = dict(lr=5e-4, weight_decay=0.1, betas=[0.9, 0.95], eps=1e-8, max_grad_norm=1.0, warmup=2, total=5)
+
+
+def collate(ids):
+    """Right-padded micro-batch, as the C++ collate_padded builds it."""
+    group = [samples[i] for i in ids]
+    width = max(len(s["input_ids"]) for s in group)
+    input_ids = torch.zeros(len(group), width, dtype=torch.long)
+    mask = torch.zeros(len(group), width, dtype=torch.long)
+    targets = torch.full((len(group), width), -100, dtype=torch.long)
+    for r, s in enumerate(group):
+        n = len(s["input_ids"])
+        input_ids[r, :n] = s["input_ids"]
+        mask[r, :n] = 1
+        targets[r, :n] = s["targets"]
+    return dict(input_ids=input_ids, attention_mask=mask, targets=targets,
+                pixel_values=torch.cat([s["pixel_values"] for s in group]),
+                image_grid_thw=torch.cat([s["image_grid_thw"] for s in group]),
+                mm_token_type_ids=(input_ids == IMAGE).int())
+
+
+decay = set(Trainer.get_decay_parameter_names(None, model))
+params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+groups = [{"params": [p for n, p in params if n in decay], "weight_decay": settings["weight_decay"]},
+          {"params": [p for n, p in params if n not in decay], "weight_decay": 0.0}]
+optimizer = torch.optim.AdamW(groups, lr=settings["lr"], betas=tuple(settings["betas"]), eps=settings["eps"],
+                              foreach=False)
+scheduler = get_cosine_schedule_with_warmup(optimizer, settings["warmup"], settings["total"])
+
+model.train()
+losses, norms, lrs = [], [], []
+for step in micro_batches:
+    batches = [collate(ids) for ids in step]
+    count = sum(int((b["targets"] != -100).sum()) for b in batches)
+    total = 0.0
+    lrs.append(scheduler.get_last_lr()[0])
+    for b in batches:
+        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], pixel_values=b["pixel_values"],
+                       image_grid_thw=b["image_grid_thw"], mm_token_type_ids=b["mm_token_type_ids"]).logits
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), b["targets"].reshape(-1),
+                               ignore_index=-100, reduction="sum")
+        (loss / count).backward()
+        total += loss.item()
+    losses.append(total / count)
+    norms.append(float(torch.nn.utils.clip_grad_norm_([p for _, p in params], settings["max_grad_norm"])))
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+
+tensors = {}
+for k, s in enumerate(samples):
+    for field, t in s.items():
+        tensors[f"{k}.{field}"] = t.contiguous()
+save_file(tensors, os.path.join(out, "samples.safetensors"))
+with open(os.path.join(out, "steps.json"), "w") as f:
+    json.dump(dict(micro_batches=micro_batches, **settings), f)
+save_file({"losses": torch.tensor(losses, dtype=torch.float64), "grad_norms": torch.tensor(norms, dtype=torch.float64),
+           "lrs": torch.tensor(lrs, dtype=torch.float64)}, os.path.join(out, "result.safetensors"))
+model.save_pretrained(os.path.join(out, "final"))
+print("losses", losses)
+print("grad norms", norms)

@@ -1,0 +1,5 @@
+# The training engine: one optimizer step against a plain PyTorch loop over transformers.
+mm_oracle(train_parity)
+mm_test(test_train_parity ORACLES train_parity)
+# mmtrain train end to end (needs the CLI and transformers for the export checks).
+mm_test(test_train_run)

@@ -1,0 +1,241 @@
+// `mmtrain train` end to end on the synthetic shapes data with the tiny from-scratch template:
+// resume after a kill is bit-identical, broken samples are skipped and counted (or fatal with
+// on_error: fail), metrics and TensorBoard files hold the steps, and exports (plain and LoRA
+// merged) load in transformers with logits equal to the trained model's.
+#include <fstream>
+#include <regex>
+
+#include "mm/core/safetensors.h"
+#include "mm/train/checkpoint_export.h"
+#include "testing.h"
+
+namespace mm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::kMmtrain;
+using testing::kPython;
+using testing::kSourceDir;
+using testing::run_command;
+
+const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
+
+// A small shapes dataset shared by the tests of this binary.
+const fs::path& shapes_data() {
+  static const fs::path dir = [] {
+    auto d = testing::temp_dir("train_run_data");
+    auto [status, out] = run_command(kMmtrain + " data synth --kind shapes --out " + d.string() +
+                                     " --train 48 --test 8 --seed 3");
+    EXPECT_EQ(status, 0) << out;
+    return d;
+  }();
+  return dir;
+}
+
+// Writes a run config for `out_dir`; `extra` is appended YAML (whole sections).
+fs::path write_config(const fs::path& out_dir, const std::string& data_file, const std::string& extra = "",
+                      int64_t max_steps = 20) {
+  fs::create_directories(out_dir);
+  const auto path = out_dir / "run.yaml";
+  std::ofstream(path) << "model:\n  path: " << kTemplate.string() << "\n  from_scratch: true\n  init_seed: 5\n"
+                      << "data:\n  train: " << data_file << "\n  max_seq_len: 256\n  num_workers: 2\n"
+                      << "train:\n  seed: 9\n  micro_batch_size: 4\n  grad_accum: 2\n  max_steps: " << max_steps
+                      << "\n  threads: 1\n"
+                      << "optim:\n  lr: 1.0e-3\n  weight_decay: 0.01\n"
+                      << "schedule:\n  kind: cosine\n  warmup_steps: 3\n"
+                      << "output:\n  dir: " << (out_dir / "run").string() << "\n  save_every: 10\n  keep_last: 2\n"
+                      << extra;
+  return path;
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+// step -> loss, from metrics.jsonl (step records only).
+std::map<int64_t, double> losses_of(const fs::path& run_dir) {
+  std::map<int64_t, double> losses;
+  for (const auto& r : read_jsonl(run_dir / "metrics.jsonl"))
+    if (r.contains("step") && r.contains("loss")) losses[r["step"].get<int64_t>()] = r["loss"].get<double>();
+  return losses;
+}
+
+TEST(TrainRun, ResumeAfterKillReproducesTheLossesBitForBit) {
+  const auto train = (shapes_data() / "train.jsonl").string();
+  const auto straight = testing::temp_dir("train_straight");
+  auto [s1, o1] = run_command(kMmtrain + " train " + write_config(straight, train).string());
+  ASSERT_EQ(s1, 0) << o1;
+  const auto expected = losses_of(straight / "run");
+  ASSERT_EQ(expected.size(), 20u);
+
+  const auto killed = testing::temp_dir("train_killed");
+  const auto config = write_config(killed, train).string();
+  auto [s2, o2] = run_command("MM_FAULT_KILL_AT_STEP=13 " + kMmtrain + " train " + config);
+  EXPECT_NE(s2, 0) << "the run should have been killed at step 13:\n" << o2;
+  EXPECT_EQ(losses_of(killed / "run").rbegin()->first, 13);
+  std::ifstream latest(killed / "run" / "checkpoints" / "latest");
+  std::string name;
+  latest >> name;
+  EXPECT_EQ(name, "step-00000010");
+
+  auto [s3, o3] = run_command(kMmtrain + " train " + config);
+  ASSERT_EQ(s3, 0) << o3;
+  EXPECT_NE(o3.find("resumed from"), std::string::npos) << o3;
+  const auto resumed = losses_of(killed / "run");
+  ASSERT_EQ(resumed.size(), 20u);
+  for (const auto& [step, loss] : expected) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
+  // The final weights too.
+  auto a = Checkpoint::open(straight / "run" / "final");
+  auto b = Checkpoint::open(killed / "run" / "final");
+  for (const auto& name : a.names()) EXPECT_TRUE(torch::equal(a.tensor(name), b.tensor(name))) << name;
+}
+
+TEST(TrainRun, MetricsAndTensorBoardHoldEveryStep) {
+  const auto dir = testing::temp_dir("train_metrics");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), "", 6).string());
+  ASSERT_EQ(status, 0) << out;
+  const auto records = read_jsonl(dir / "run" / "metrics.jsonl");
+  int steps = 0;
+  for (const auto& r : records) {
+    if (!r.contains("step")) continue;
+    ++steps;
+    for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "peak_memory_bytes"})
+      EXPECT_TRUE(r.contains(key)) << key << " missing in " << r.dump();
+  }
+  EXPECT_EQ(steps, 6);
+  auto [py, scalars] = run_command(kPython + " " + (kSourceDir / "tests/reference/tensorboard_read.py").string() +
+                                   " " + (dir / "run" / "tensorboard").string(), false);
+  ASSERT_EQ(py, 0) << scalars;
+  const auto tb = nlohmann::json::parse(scalars);
+  ASSERT_TRUE(tb.contains("train/loss")) << scalars;
+  const auto losses = losses_of(dir / "run");
+  ASSERT_EQ(tb["train/loss"].size(), 6u);
+  for (const auto& point : tb["train/loss"])
+    EXPECT_NEAR(point[1].get<double>(), losses.at(point[0].get<int64_t>()), 1e-6 * std::abs(losses.at(point[0].get<int64_t>())));
+}
+
+// A dataset with every kind of broken sample beside good ones.
+fs::path broken_dataset() {
+  const auto dir = testing::temp_dir("train_broken");
+  fs::copy(shapes_data() / "images", dir / "images", fs::copy_options::recursive);
+  std::ifstream good_in(shapes_data() / "train.jsonl");
+  std::vector<std::string> good;
+  for (std::string line; std::getline(good_in, line);) good.push_back(line);
+  std::ofstream(dir / "images" / "corrupt.png") << "not a png at all";
+  std::ofstream out(dir / "train.jsonl");
+  const std::string user = R"({"role": "user", "content": "<image>What color is the shape?"})";
+  const std::vector<std::string> broken = {
+      R"({"messages": [)",  // malformed_record
+      R"({"messages": [)" + user + R"(, {"role": "assistant", "content": "red"}], "images": ["images/nope.png"]})",
+      R"({"messages": [)" + user + R"(, {"role": "assistant", "content": "red"}], "images": ["images/corrupt.png"]})",
+      R"({"messages": [{"role": "user", "content": "<image><image>Two?"}, {"role": "assistant", "content": "no"}], "images": ["images/train/000000.png"]})",
+      R"({"messages": [)" + user + R"(], "images": ["images/train/000001.png"]})",  // no assistant turn
+      R"({"messages": [{"role": "user", "content": ")" + std::string(2000, 'x') + R"("}, {"role": "assistant", "content": "long"}]})",
+  };
+  // Each broken record comes before a group of 4 good ones, so all of them are met by the time the
+  // 24 good ones are used; the first is on line 1.
+  for (size_t i = 0; i < 24; ++i) {
+    if (i % 4 == 0) out << broken[i / 4] << "\n";
+    out << good[i] << "\n";
+  }
+  return dir;
+}
+
+TEST(TrainRun, BrokenSamplesAreSkippedAndCounted) {
+  const auto data = broken_dataset();
+  const auto dir = testing::temp_dir("train_skips");
+  // 24 good samples, 4 per micro-batch, no shuffle: 3 steps of 2 micro-batches use them all once.
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (data / "train.jsonl").string(), "", 3).string() +
+                                   " --set data.shuffle=false");
+  ASSERT_EQ(status, 0) << out;
+  const auto records = read_jsonl(dir / "run" / "metrics.jsonl");
+  ASSERT_FALSE(records.empty());
+  const auto& summary = records.back();
+  ASSERT_TRUE(summary.contains("summary")) << summary.dump();
+  const auto& counters = summary["summary"]["counters"];
+  for (const char* reason : {"malformed_record", "missing_media", "corrupt_media", "placeholder_mismatch",
+                             "no_supervised_tokens", "too_long"})
+    EXPECT_EQ(counters.value(std::string("skipped_samples.") + reason, -1), 1) << reason << " in " << counters.dump();
+  EXPECT_EQ(counters.value("skipped_samples.total", -1), 6);
+  // The end-of-run summary on stderr lists them too.
+  EXPECT_NE(out.find("skipped_samples.missing_media"), std::string::npos) << out;
+}
+
+TEST(TrainRun, OnErrorFailStopsAtTheFirstBrokenSampleNamingIt) {
+  const auto data = broken_dataset();
+  const auto dir = testing::temp_dir("train_fail");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (data / "train.jsonl").string(), "", 3).string() +
+                                   " --set data.shuffle=false --set data.on_error=fail");
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("train.jsonl:1"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "run" / "final"));
+}
+
+// transformers loads the export; its logits equal those of the checkpoint's model in mmtrain.
+void expect_export_matches(const fs::path& run_dir, const fs::path& work) {
+  const auto hf = work / "hf";
+  auto [status, out] = run_command(kMmtrain + " export --checkpoint " + run_dir.string() + " --to-hf " + hf.string());
+  ASSERT_EQ(status, 0) << out;
+  const auto golden = work / "export_logits.safetensors";
+  auto [py, py_out] = run_command(kPython + " " + (kSourceDir / "tests/reference/export_logits.py").string() + " " +
+                                  hf.string() + " " + (shapes_data() / "images/test/000000.png").string() + " " +
+                                  golden.string());
+  ASSERT_EQ(py, 0) << py_out;
+  auto ref = Checkpoint::open(golden);
+  auto model = load_checkpoint_model(resolve_training_checkpoint(run_dir));
+  Qwen2_5_VLInputs inputs;
+  inputs.input_ids = ref.tensor("input_ids").clone();
+  inputs.attention_mask = ref.tensor("attention_mask").clone();
+  inputs.pixel_values = ref.tensor("pixel_values").clone();
+  inputs.image_grid_thw = ref.tensor("image_grid_thw").clone();
+  torch::NoGradGuard no_grad;
+  const auto logits = model->forward(inputs);
+  EXPECT_LT(testing::max_abs_diff(logits, ref.tensor("logits")), 1e-4);
+}
+
+TEST(TrainRun, ExportLoadsInTransformersWithEqualLogits) {
+  const auto dir = testing::temp_dir("train_export");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), "", 4).string());
+  ASSERT_EQ(status, 0) << out;
+  expect_export_matches(dir / "run", dir);
+}
+
+TEST(TrainRun, LoraRunExportsMerged) {
+  const auto dir = testing::temp_dir("train_lora");
+  const std::string lora = "lora:\n  enabled: true\n  rank: 4\n  alpha: 8\n  dropout: 0.1\n";
+  // A higher lr so the adapters move far from their zero-initialized B and the merge matters.
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), lora, 4).string() +
+                                   " --set optim.lr=0.01");
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("LoRA"), std::string::npos) << out;
+  auto checkpoint = Checkpoint::open(resolve_training_checkpoint(dir / "run") / "model.safetensors");
+  auto b = checkpoint.tensor("model.layers.0.self_attn.q_proj.lora_B.weight");
+  EXPECT_GT(b.abs().max().item<double>(), 0.0) << "LoRA B stayed zero: the adapters did not train";
+  expect_export_matches(dir / "run", dir);
+}
+
+TEST(TrainRun, ConfigErrorsNameTheKey) {
+  const auto dir = testing::temp_dir("train_badcfg");
+  const auto config = write_config(dir, (shapes_data() / "train.jsonl").string(), "", 2).string();
+  auto [s1, o1] = run_command(kMmtrain + " train " + config + " --set train.grad_acum=2");
+  EXPECT_EQ(s1, 1);
+  EXPECT_NE(o1.find("train.grad_acum: unknown key"), std::string::npos) << o1;
+  auto [s2, o2] = run_command(kMmtrain + " train " + config + " --set schedule.kind=step");
+  EXPECT_EQ(s2, 1);
+  EXPECT_NE(o2.find("schedule.kind: 'step' is not one of"), std::string::npos) << o2;
+  auto [s3, o3] = run_command(kMmtrain + " train " + config + " --set data.train=/nonexistent.jsonl");
+  EXPECT_EQ(s3, 1);
+  EXPECT_NE(o3.find("/nonexistent.jsonl"), std::string::npos) << o3;
+}
+
+}  // namespace
+}  // namespace mm
