@@ -29,3 +29,10 @@ echo "$ours"; echo "$theirs"
 echo -n "prefill: "; ratio "$theirs" "$ours" prefill_ms
 echo -n "decode per token: "; ratio "$theirs" "$ours" decode_ms_per_token
 echo "(ratios are reference time / mmtrain time: above 1 means mmtrain is faster)"
+
+echo "== Qwen2.5-VL training step (4 image conversations, ~180 tokens each, fp32, fused AdamW), $THREADS threads: mmtrain vs transformers"
+ours=$("$BUILD/bench/bench_train" "$WORK/model" "$THREADS" 5 4)
+theirs=$("$PY" "$REF/bench_train.py" "$WORK/model" "$THREADS" 5 4)
+echo "$ours"; echo "$theirs"
+echo -n "tokens/s: "; ratio "$ours" "$theirs" tokens_per_s
+echo -n "peak RSS (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb

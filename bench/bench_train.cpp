@@ -1,0 +1,97 @@
+// Training-step throughput and memory: forward + backward + clipping + fused AdamW on the
+// benchmark's small Qwen2.5-VL, for micro-batches of image conversations. The reference side,
+// tests/reference/bench_train.py, runs the same shapes through a plain PyTorch loop over
+// transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH -> one JSON line on stdout.
+// Sample k: <bos> + 20 + k % 7 text tokens, a 224x224 image (64 merged tokens), 30 + k % 5
+// prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch.
+#include <torch/torch.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include "mm/models/vlm_model.h"
+#include "mm/train/optimizer.h"
+#include "mm/train/vlm_step.h"
+
+namespace {
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+mm::TrainSample make_sample(const mm::Qwen2_5_VLConfig& config, int64_t k) {
+  const int64_t grid_h = 16, grid_w = 16, merged = grid_h * grid_w / 4;
+  std::vector<int64_t> ids = {1};
+  auto text = [&](int64_t n) {
+    for (int64_t i = 0; i < n; ++i) ids.push_back(100 + (k * 31 + i * 7) % 200);
+  };
+  text(20 + k % 7);
+  ids.push_back(config.vision_start_token_id);
+  for (int64_t i = 0; i < merged; ++i) ids.push_back(config.image_token_id);
+  ids.push_back(config.vision_end_token_id);
+  text(30 + k % 5);
+  const auto prompt = static_cast<int64_t>(ids.size());
+  text(12 + k % 3);
+  mm::TrainSample s;
+  s.index = k;
+  s.input_ids = torch::tensor(ids, torch::kInt64);
+  s.targets = torch::full_like(s.input_ids, -100);
+  for (int64_t p = prompt - 1; p + 1 < s.input_ids.size(0); ++p) s.targets[p] = s.input_ids[p + 1];
+  s.image_grid_thw = torch::tensor({int64_t{1}, grid_h, grid_w}, torch::kInt64).view({1, 3});
+  s.pixel_values = torch::randn({grid_h * grid_w, 3 * 2 * 14 * 14});
+  mm::Qwen2_5_VLInputs inputs;
+  inputs.input_ids = s.input_ids.unsqueeze(0);
+  inputs.image_grid_thw = s.image_grid_thw;
+  s.position_ids = mm::qwen2_5_vl_rope_index(config, inputs).position_ids.squeeze(1);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::cerr << "usage: bench_train MODEL_DIR THREADS STEPS BATCH\n";
+    return 2;
+  }
+  torch::set_num_threads(std::stoi(argv[2]));
+  const int steps = std::stoi(argv[3]);
+  const int64_t batch = std::stoll(argv[4]);
+  const int64_t rss_before_model = peak_rss_bytes();
+  auto model = mm::Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(argv[1]);
+  model->train();
+  mm::NamedParams named;
+  std::vector<torch::Tensor> params;
+  for (auto& p : model->named_parameters()) {
+    named.emplace_back(p.key(), p.value());
+    params.push_back(p.value());
+  }
+  mm::AdamWConfig optim;
+  optim.lr = 1e-5;
+  optim.weight_decay = 0.01;
+  mm::AdamW optimizer(named, optim);
+  torch::manual_seed(0);
+  std::vector<mm::TrainSample> samples;
+  for (int64_t k = 0; k < batch; ++k) samples.push_back(make_sample(model->config(), k));
+  const std::vector<mm::TrainBatch> micro = {mm::collate_padded(samples, 0)};
+  mm::StepOptions options;
+  options.max_grad_norm = 1.0;
+
+  mm::train_step(model, optimizer, optim.lr, params, micro, options);  // warm-up
+  std::vector<double> seconds;
+  int64_t tokens = 0;
+  for (int i = 0; i < steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    tokens = mm::train_step(model, optimizer, optim.lr, params, micro, options).tokens;
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  std::cout << "{\"impl\": \"mmtrain\", \"tokens_per_step\": " << tokens << ", \"step_ms\": " << median * 1e3
+            << ", \"tokens_per_s\": " << tokens / median << ", \"peak_rss_mb\": " << peak_rss_bytes() / 1048576.0
+            << ", \"training_rss_mb\": " << (peak_rss_bytes() - rss_before_model) / 1048576.0 << "}\n";
+}

@@ -1,0 +1,72 @@
+"""Reference side of the training-step benchmark: a plain PyTorch loop over transformers'
+Qwen2.5-VL (forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
+Trainer's default adamw_torch_fused) with the same shapes as bench/bench_train.cpp.
+Usage: bench_train.py MODEL_DIR THREADS STEPS BATCH -> one JSON line."""
+import json, resource, statistics, sys, time
+
+import torch
+import torch.nn.functional as F
+from transformers import Qwen2_5_VLForConditionalGeneration
+
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+model_dir, threads, steps, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.set_num_threads(threads)
+rss_before_model = peak_rss_mb()
+model = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32)
+model.train()
+cfg = model.config
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
+torch.manual_seed(0)
+
+samples = []
+for k in range(batch):
+    ids = [1]
+    text = lambda n: [100 + (k * 31 + i * 7) % 200 for i in range(n)]
+    ids += text(20 + k % 7)
+    ids += [cfg.vision_start_token_id] + [cfg.image_token_id] * 64 + [cfg.vision_end_token_id]
+    ids += text(30 + k % 5)
+    prompt = len(ids)
+    ids += text(12 + k % 3)
+    targets = [-100] * len(ids)
+    for p in range(prompt - 1, len(ids) - 1):
+        targets[p] = ids[p + 1]
+    samples.append((ids, targets, torch.randn(256, 3 * 2 * 14 * 14)))
+width = max(len(s[0]) for s in samples)
+input_ids = torch.zeros(batch, width, dtype=torch.long)
+mask = torch.zeros(batch, width, dtype=torch.long)
+targets = torch.full((batch, width), -100, dtype=torch.long)
+for r, (ids, tg, _) in enumerate(samples):
+    input_ids[r, :len(ids)] = torch.tensor(ids)
+    mask[r, :len(ids)] = 1
+    targets[r, :len(ids)] = torch.tensor(tg)
+inputs = dict(input_ids=input_ids, attention_mask=mask, pixel_values=torch.cat([s[2] for s in samples]),
+              image_grid_thw=torch.tensor([[1, 16, 16]] * batch),
+              mm_token_type_ids=(input_ids == cfg.image_token_id).int())
+count = int((targets != -100).sum())
+
+
+def step():
+    logits = model(**inputs).logits
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100,
+                           reduction="sum")
+    (loss / count).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+step()
+times = []
+for _ in range(steps):
+    start = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - start)
+median = statistics.median(times)
+tokens = int(mask.sum())
+print(json.dumps({"impl": "transformers", "tokens_per_step": tokens, "step_ms": median * 1e3,
+                  "tokens_per_s": tokens / median, "peak_rss_mb": peak_rss_mb(),
+                  "training_rss_mb": peak_rss_mb() - rss_before_model}))
