@@ -88,8 +88,13 @@ config = Qwen2_5_VLConfig(
         num_attention_heads=4, num_key_value_heads=2, hidden_act="silu", rms_norm_eps=1e-6,
         max_position_embeddings=2048, max_window_layers=2, use_sliding_window=False,
         # As Qwen2.5-VL: M-RoPE over (temporal, height, width) with the rotary half of a head split
-        # 1:1.5:1.5 (16/24/24 of 64 there, 4/6/6 of head_dim 32 / 2 here).
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [4, 6, 6]},
+        # 1:1.5:1.5 (16/24/24 of 64 there, 4/6/6 of head_dim 32 / 2 here). The base is 10, not
+        # 1e6: a 56x56 image is 2x2 tokens, so height and width offsets are 0 or 1, and with base
+        # 1e6 the height/width frequencies turn an offset of 1 by under 0.03 rad (width: under
+        # 2e-4), which leaves "where is the shape?" nearly invisible to attention. With base 10
+        # they turn it by 0.1-0.6 rad; text sequences here are short (< 64), so the slowest
+        # frequency (0.1 rad per token) still separates every position.
+        rope_parameters={"rope_type": "default", "rope_theta": 10.0, "mrope_section": [4, 6, 6]},
         bos_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"), pad_token_id=ids("<|endoftext|>")),
     vision_config=dict(
         depth=2, hidden_size=128, intermediate_size=256, num_heads=4, out_hidden_size=128, hidden_act="silu",
