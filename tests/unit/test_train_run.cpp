@@ -5,8 +5,10 @@
 #include <fstream>
 #include <regex>
 
+#include "mm/core/run_config.h"
 #include "mm/core/safetensors.h"
 #include "mm/train/checkpoint_export.h"
+#include "mm/train/train_config.h"
 #include "testing.h"
 
 namespace mm {
@@ -235,6 +237,31 @@ TEST(TrainRun, ConfigErrorsNameTheKey) {
   auto [s3, o3] = run_command(kMmtrain + " train " + config + " --set data.train=/nonexistent.jsonl");
   EXPECT_EQ(s3, 1);
   EXPECT_NE(o3.find("/nonexistent.jsonl"), std::string::npos) << o3;
+}
+
+TEST(TrainRun, ExportOfSomethingElseNamesIt) {
+  const auto dir = testing::temp_dir("train_export_bad");
+  auto [s1, o1] = run_command(kMmtrain + " export --checkpoint " + (dir / "missing").string() + " --to-hf " +
+                              (dir / "out").string());
+  EXPECT_EQ(s1, 1);
+  EXPECT_NE(o1.find((dir / "missing").string() + " does not exist"), std::string::npos) << o1;
+  auto [s2, o2] = run_command(kMmtrain + " export --checkpoint " + dir.string() + " --to-hf " + (dir / "out").string());
+  EXPECT_EQ(s2, 1);
+  EXPECT_NE(o2.find("is not a training checkpoint"), std::string::npos) << o2;
+  EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors"));
+}
+
+// The ready configs under examples/ use only known keys and valid values.
+TEST(TrainRun, ExampleConfigsParse) {
+  int parsed = 0;
+  for (const auto& entry : fs::directory_iterator(kSourceDir / "examples" / "qwen2.5vl")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    const auto config = parse_train_config(load_run_config(entry.path(), {}), entry.path().string());
+    EXPECT_FALSE(config.data.train.empty());
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 3);
 }
 
 }  // namespace
