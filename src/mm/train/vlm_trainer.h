@@ -5,6 +5,7 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "mm/train/train_config.h"
 
