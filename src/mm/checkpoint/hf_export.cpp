@@ -15,11 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kAssetFiles[] = {"generation_config.json",  "tokenizer.json",   "tokenizer_config.json",
-                                   "special_tokens_map.json", "added_tokens.json", "vocab.json",
-                                   "merges.txt",              "preprocessor_config.json",
-                                   "video_preprocessor_config.json"};
-
 std::string torch_dtype_name(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::kFloat: return "float32";
@@ -52,14 +47,26 @@ void write_export(Qwen2_5_VLForConditionalGenerationImpl& model, const fs::path&
   config["dtype"] = torch_dtype_name(tensors.front().second.scalar_type());
   write_file_atomic(dir / "config.json", config.dump(2) + "\n");
   save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-  for (const char* name : kAssetFiles)
-    if (fs::is_regular_file(assets_dir / name)) fs::copy_file(assets_dir / name, dir / name);
-  for (const auto& entry : fs::directory_iterator(assets_dir))
-    if (entry.is_regular_file() && entry.path().filename().string().rfind("chat_template.", 0) == 0)
-      fs::copy_file(entry.path(), dir / entry.path().filename());
+  for (const auto& file : hf_asset_files(assets_dir)) fs::copy_file(file, dir / file.filename());
 }
 
 }  // namespace
+
+std::vector<fs::path> hf_asset_files(const fs::path& dir) {
+  static const char* const kNames[] = {
+      "generation_config.json", "tokenizer.json",           "tokenizer_config.json",
+      "special_tokens_map.json", "added_tokens.json",       "vocab.json",
+      "merges.txt",              "preprocessor_config.json", "video_preprocessor_config.json",
+      "processor_config.json"};
+  std::vector<fs::path> out;
+  for (const char* name : kNames)
+    if (fs::is_regular_file(dir / name)) out.push_back(dir / name);
+  if (fs::is_directory(dir))
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.is_regular_file() && entry.path().filename().string().rfind("chat_template.", 0) == 0)
+        out.push_back(entry.path());
+  return out;
+}
 
 void export_hf(Qwen2_5_VLForConditionalGeneration& model, const fs::path& assets_dir, const fs::path& out_dir) {
   MM_CHECK(fs::is_directory(assets_dir), "export_hf: assets directory ", assets_dir.string(), " is not a directory");

@@ -33,17 +33,6 @@ namespace fs = std::filesystem;
 
 namespace mm {
 
-std::vector<fs::path> hf_asset_files(const fs::path& dir) {
-  static const char* kNames[] = {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                                 "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
-                                 "preprocessor_config.json", "video_preprocessor_config.json",
-                                 "processor_config.json", "chat_template.json", "chat_template.jinja"};
-  std::vector<fs::path> out;
-  for (const char* name : kNames)
-    if (fs::is_regular_file(dir / name)) out.push_back(dir / name);
-  return out;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -237,6 +226,8 @@ void Run::save(int64_t step) {
                                                              {"exclude_prefixes", config_.lora.exclude_prefixes}}
                                               : nlohmann::json()},
                 {"run_config", YAML::Dump(config_.source)}};
+  // With config.json and these, a checkpoint directory is also what export_hf needs.
+  ckpt.extra_files.emplace_back("config.json", config_.model.path / "config.json");
   for (const auto& file : hf_asset_files(config_.model.path)) ckpt.extra_files.emplace_back(file.filename().string(), file);
   const auto dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last);
   log::info("saved checkpoint ", dir.string());

@@ -4,8 +4,6 @@
 // HF export of the final weights (LoRA merged) and, if configured, an exact-match evaluation.
 #pragma once
 #include <filesystem>
-#include <memory>
-#include <vector>
 
 #include "mm/train/train_config.h"
 
@@ -19,9 +17,5 @@ struct TrainSummary {
 };
 
 TrainSummary run_training(const TrainConfig& config);
-
-// The files that make a model directory usable besides its weights (config, tokenizer,
-// processor, generation and chat-template files), those present in `dir`.
-std::vector<std::filesystem::path> hf_asset_files(const std::filesystem::path& dir);
 
 }  // namespace mm
