@@ -5,7 +5,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 
 #include "mm/checkpoint/hf_export.h"
 #include "mm/core/error.h"
