@@ -1,0 +1,41 @@
+// Joining a multi-process job: the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, as torchrun, Slurm wrappers and `mmtrain launch`
+// set it), the rendezvous through c10d's TCPStore (rank 0 hosts it) and the Gloo process group
+// that carries CPU tensors. Every byte goes through c10d; nothing here opens a socket itself.
+#pragma once
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace mm::dist {
+
+struct DistEnv {
+  int64_t rank = 0, world_size = 1;
+  int64_t local_rank = 0, local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 29500;
+
+  bool distributed() const { return world_size > 1; }
+
+  // Reads the variables; absent ones keep the single-process defaults above. Throws mm::Error
+  // naming the variable when one is not an integer or is out of range (RANK >= WORLD_SIZE, a
+  // port outside 1..65535, ...).
+  static DistEnv from_env();
+};
+
+struct RendezvousOptions {
+  // How long rank 0 waits for the others to join, the others wait for rank 0's store, and any
+  // collective waits for its peers.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+// Rendezvous and a Gloo process group over all ranks of `env`. Throws mm::Error naming
+// MASTER_ADDR:MASTER_PORT when the store cannot be hosted (port in use) or reached in time.
+c10::intrusive_ptr<c10d::Backend> init_gloo_group(const DistEnv& env, const RendezvousOptions& options = {});
+
+// Whether this build has Gloo (the gloo headers were found at configure time).
+bool gloo_available();
+
+}  // namespace mm::dist

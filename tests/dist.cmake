@@ -1,0 +1,2 @@
+# Distributed runtime: multi-process Gloo tests on CPU (each test spawns its own ranks).
+mm_test(test_process_group)

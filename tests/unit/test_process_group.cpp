@@ -1,0 +1,254 @@
+// The process-group layer: the torchrun environment is read and checked, ranks rendezvous
+// through TCPStore and Gloo's collectives give the right results across real processes (this
+// binary re-executed as each rank), and a missing master or a taken port ends in a clear error
+// within the timeout instead of a hang.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "mm/dist/process_group.h"
+#include "testing.h"
+
+extern char** environ;
+
+namespace mm {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// ---- worker side: this binary started with MM_TEST_PG_WORKER=1 is one rank ---------------------
+
+// Runs every collective the distributed engine uses and checks its result; the exit status says
+// whether all were right (messages on stderr).
+int run_worker() {
+  const auto env = dist::DistEnv::from_env();
+  dist::RendezvousOptions options;
+  options.timeout = 30s;
+  auto group = dist::init_gloo_group(env, options);
+  const int64_t r = env.rank, n = env.world_size;
+  int failures = 0;
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) {
+      std::cerr << "rank " << r << ": " << what << " gave a wrong result\n";
+      ++failures;
+    }
+  };
+
+  std::vector<at::Tensor> sum = {torch::full({5}, static_cast<double>(r + 1))};
+  group->allreduce(sum)->wait();
+  check(torch::equal(sum[0], torch::full({5}, static_cast<double>(n * (n + 1) / 2))), "allreduce");
+
+  // Uneven values per rank: rank k contributes [k*10, k*10+1].
+  auto gathered = torch::empty({2 * n});
+  auto mine = torch::arange(2, torch::kFloat) + 10.0 * static_cast<double>(r);
+  group->_allgather_base(gathered, mine)->wait();
+  check(torch::equal(gathered, (torch::arange(n, torch::kFloat) * 10).repeat_interleave(2) +
+                                   torch::arange(2, torch::kFloat).repeat({n})),
+        "_allgather_base");
+
+  // Each rank gives [0, 1, ..., 2n) * (rank + 1); rank k gets the sum of its 2-element slice.
+  auto full = torch::arange(2 * n, torch::kFloat) * static_cast<double>(r + 1);
+  auto slice = torch::empty({2});
+  group->_reduce_scatter_base(slice, full)->wait();
+  check(torch::equal(slice, torch::arange(2 * r, 2 * r + 2, torch::kFloat) * static_cast<double>(n * (n + 1) / 2)),
+        "_reduce_scatter_base");
+
+  std::vector<at::Tensor> from_root = {torch::full({3}, static_cast<double>(100 + r))};
+  group->broadcast(from_root)->wait();
+  check(torch::equal(from_root[0], torch::full({3}, 100.0)), "broadcast");
+
+  group->barrier()->wait();
+  return failures == 0 ? 0 : 3;
+}
+
+// Worker mode is decided before gtest starts, so the worker is not a test of its own.
+const int kWorkerStatus = [] {
+  const char* worker = std::getenv("MM_TEST_PG_WORKER");
+  if (worker == nullptr || std::string(worker) != "1") return -1;
+  int status = 0;
+  try {
+    status = run_worker();
+  } catch (const std::exception& e) {
+    std::cerr << "worker failed: " << e.what() << "\n";
+    status = 4;
+  }
+  std::exit(status);
+}();
+
+// ---- parent side -------------------------------------------------------------------------------
+
+// A TCP port nobody listens on right now (the kernel's pick for an ephemeral bind).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Starts this binary as rank `rank` of `world` with the torchrun variables set.
+pid_t spawn_rank(int rank, int world, int port) {
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"MM_TEST_PG_WORKER", "1"}, {"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
+           {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
+           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"OMP_NUM_THREADS", "1"}})
+    vars.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  char* argv[] = {exe.data(), nullptr};
+  pid_t pid = -1;
+  EXPECT_EQ(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+  return pid;
+}
+
+// Waits for every pid up to `limit`, killing what is left then; returns the exit statuses
+// (-1 for a process that did not exit normally or was killed).
+std::vector<int> wait_all(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
+  std::vector<int> statuses(pids.size(), -2);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  size_t done = 0;
+  while (done < pids.size() && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (statuses[i] != -2) continue;
+      int status = 0;
+      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        statuses[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        ++done;
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  for (size_t i = 0; i < pids.size(); ++i)
+    if (statuses[i] == -2) {
+      ::kill(pids[i], SIGKILL);
+      ::waitpid(pids[i], nullptr, 0);
+      statuses[i] = -1;
+    }
+  return statuses;
+}
+
+void expect_collectives_right(int world) {
+  ASSERT_TRUE(dist::gloo_available()) << "built without Gloo (install libgloo-dev and reconfigure)";
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) pids.push_back(spawn_rank(r, world, port));
+  const auto statuses = wait_all(pids, 120s);
+  for (int r = 0; r < world; ++r) EXPECT_EQ(statuses[r], 0) << "rank " << r << " of " << world;
+}
+
+TEST(ProcessGroup, TwoRanksGetRightCollectives) { expect_collectives_right(2); }
+
+TEST(ProcessGroup, ThreeRanksGetRightCollectives) { expect_collectives_right(3); }
+
+// Sets the torchrun variables for the scope of a test, restoring them after.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
+    for (auto& [k, v] : vars) {
+      const char* old = std::getenv(k.c_str());
+      saved_.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) v ? ::setenv(k.c_str(), v->c_str(), 1) : ::unsetenv(k.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(DistEnv, DefaultsToOneProcess) {
+  ScopedEnv env({{"RANK", ""}, {"WORLD_SIZE", ""}, {"LOCAL_RANK", ""}, {"LOCAL_WORLD_SIZE", ""}, {"MASTER_PORT", ""}});
+  const auto d = dist::DistEnv::from_env();
+  EXPECT_EQ(d.rank, 0);
+  EXPECT_EQ(d.world_size, 1);
+  EXPECT_FALSE(d.distributed());
+}
+
+TEST(DistEnv, ReadsTorchrunVariables) {
+  ScopedEnv env({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
+                 {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29400"}});
+  const auto d = dist::DistEnv::from_env();
+  EXPECT_EQ(d.rank, 5);
+  EXPECT_EQ(d.world_size, 8);
+  EXPECT_EQ(d.local_rank, 1);
+  EXPECT_EQ(d.local_world_size, 4);
+  EXPECT_EQ(d.master_addr, "node0");
+  EXPECT_EQ(d.master_port, 29400);
+  EXPECT_TRUE(d.distributed());
+}
+
+TEST(DistEnv, BadVariablesAreNamed) {
+  {
+    ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "1"}});
+    EXPECT_THROW_MSG(dist::DistEnv::from_env(), "RANK=2 must be in [0, WORLD_SIZE=2)");
+  }
+  {
+    ScopedEnv env({{"RANK", "one"}, {"WORLD_SIZE", "2"}});
+    EXPECT_THROW_MSG(dist::DistEnv::from_env(), "RANK='one' is not an integer");
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"},
+                   {"MASTER_PORT", "70000"}});
+    EXPECT_THROW_MSG(dist::DistEnv::from_env(), "MASTER_PORT=70000 must be in [1, 65535]");
+  }
+}
+
+TEST(ProcessGroup, UnreachableMasterIsAClearErrorWithinTheTimeout) {
+  dist::DistEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.local_world_size = 2;
+  env.local_rank = 1;
+  env.master_port = free_port();  // nobody hosts a store there
+  dist::RendezvousOptions options;
+  options.timeout = 2s;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW_MSG(dist::init_gloo_group(env, options),
+                   "rendezvous at MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(env.master_port));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
+TEST(ProcessGroup, PortInUseIsAClearError) {
+  // Someone else listens on the port rank 0 should host the store on.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  dist::DistEnv env;
+  env.world_size = 2;
+  env.local_world_size = 2;
+  env.master_port = ntohs(addr.sin_port);
+  dist::RendezvousOptions options;
+  options.timeout = 2s;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW_MSG(dist::init_gloo_group(env, options), "is the port in use");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace mm
