@@ -101,13 +101,19 @@ int free_port() {
 
 // Starts this binary as rank `rank` of `world` with the torchrun variables set.
 pid_t spawn_rank(int rank, int world, int port) {
+  const std::vector<std::pair<std::string, std::string>> rank_vars = {
+      {"MM_TEST_PG_WORKER", "1"}, {"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"OMP_NUM_THREADS", "1"}};
   std::vector<std::string> vars;
-  for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"MM_TEST_PG_WORKER", "1"}, {"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
-           {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
-           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"OMP_NUM_THREADS", "1"}})
-    vars.push_back(k + "=" + v);
+  // The inherited environment minus what is set here (getenv would find an inherited RANK first).
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    bool replaced = false;
+    for (const auto& [k, _] : rank_vars) replaced = replaced || var.rfind(k + "=", 0) == 0;
+    if (!replaced) vars.push_back(var);
+  }
+  for (const auto& [k, v] : rank_vars) vars.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& v : vars) envp.push_back(v.data());
   envp.push_back(nullptr);
