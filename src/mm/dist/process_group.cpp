@@ -1,10 +1,12 @@
 #include "mm/dist/process_group.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "mm/core/error.h"
@@ -58,8 +60,7 @@ bool gloo_available() {
 #endif
 }
 
-c10::intrusive_ptr<c10d::Backend> init_gloo_group(const DistEnv& env, const RendezvousOptions& options) {
-#ifdef USE_C10D_GLOO
+Rendezvous rendezvous(const DistEnv& env, const RendezvousOptions& options) {
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(env.master_port);
@@ -67,33 +68,47 @@ c10::intrusive_ptr<c10d::Backend> init_gloo_group(const DistEnv& env, const Rend
   store_options.numWorkers = static_cast<size_t>(env.world_size);
   store_options.waitWorkers = true;
   store_options.timeout = options.timeout;
-  c10::intrusive_ptr<c10d::TCPStore> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    return Rendezvous{env, options, c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options)};
   } catch (const std::exception& e) {
     fail("rendezvous at MASTER_ADDR:MASTER_PORT=", where, " failed for rank ", env.rank, " of ", env.world_size,
          env.rank == 0 ? " (hosting the store: is the port in use, or did other ranks not join in time?)"
                        : " (is rank 0 running and the address reachable?)",
          ": ", message_of(e));
   }
+}
+
+c10::intrusive_ptr<c10d::Backend> new_gloo_group(const Rendezvous& job, const std::vector<int64_t>& ranks,
+                                                 const std::string& tag) {
+  const auto me = std::find(ranks.begin(), ranks.end(), job.env.rank);
+  MM_CHECK(me != ranks.end(), "process group ", tag, ": rank ", job.env.rank, " is not a member");
+  const int group_rank = static_cast<int>(me - ranks.begin());
+#ifdef USE_C10D_GLOO
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
-  gloo_options->timeout = options.timeout;
+  gloo_options->timeout = job.options.timeout;
   // Loopback when every rank is on this machine; otherwise the interface that reaches the host.
-  gloo_options->devices.push_back(env.local_world_size == env.world_size
+  gloo_options->devices.push_back(job.env.local_world_size == job.env.world_size
                                       ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                       : c10d::ProcessGroupGloo::createDefaultDevice());
+  auto store = c10::make_intrusive<c10d::PrefixStore>("mm/" + tag + "/", job.store);
   try {
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, static_cast<int>(env.rank),
-                                                       static_cast<int>(env.world_size), gloo_options);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, group_rank, static_cast<int>(ranks.size()),
+                                                       gloo_options);
   } catch (const std::exception& e) {
-    fail("creating the Gloo process group (rank ", env.rank, " of ", env.world_size, ", store ", where,
-         ") failed: ", message_of(e));
+    fail("creating the Gloo process group ", tag, " (rank ", job.env.rank, " of ", job.env.world_size, ", store ",
+         job.env.master_addr, ":", job.env.master_port, ") failed: ", message_of(e));
   }
 #else
-  (void)options;
+  (void)group_rank;
   fail("this mmtrain was built without Gloo (the gloo headers, Debian's libgloo-dev, were not found at "
-       "configure time), so it cannot join a job of WORLD_SIZE=", env.world_size);
+       "configure time), so it cannot join a job of WORLD_SIZE=", job.env.world_size);
 #endif
+}
+
+c10::intrusive_ptr<c10d::Backend> init_gloo_group(const DistEnv& env, const RendezvousOptions& options) {
+  std::vector<int64_t> all(static_cast<size_t>(env.world_size));
+  for (int64_t r = 0; r < env.world_size; ++r) all[static_cast<size_t>(r)] = r;
+  return new_gloo_group(rendezvous(env, options), all, "world");
 }
 
 }  // namespace mm::dist

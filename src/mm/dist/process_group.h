@@ -4,10 +4,12 @@
 // that carries CPU tensors. Every byte goes through c10d; nothing here opens a socket itself.
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mm::dist {
 
@@ -31,8 +33,24 @@ struct RendezvousOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
-// Rendezvous and a Gloo process group over all ranks of `env`. Throws mm::Error naming
-// MASTER_ADDR:MASTER_PORT when the store cannot be hosted (port in use) or reached in time.
+// A joined job: the shared store every group of this job is built through.
+struct Rendezvous {
+  DistEnv env;
+  RendezvousOptions options;
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+// Connects to (rank 0: hosts) the TCPStore at MASTER_ADDR:MASTER_PORT and waits for all ranks.
+// Throws mm::Error naming MASTER_ADDR:MASTER_PORT when the store cannot be hosted (port in use)
+// or reached in time.
+Rendezvous rendezvous(const DistEnv& env, const RendezvousOptions& options = {});
+
+// A Gloo group over `ranks` (global ranks, ascending; this rank must be one of them). Only the
+// members call it; `tag` must be the same on all of them and unique among the job's groups.
+c10::intrusive_ptr<c10d::Backend> new_gloo_group(const Rendezvous& job, const std::vector<int64_t>& ranks,
+                                                 const std::string& tag);
+
+// Rendezvous and a Gloo process group over all ranks of `env`.
 c10::intrusive_ptr<c10d::Backend> init_gloo_group(const DistEnv& env, const RendezvousOptions& options = {});
 
 // Whether this build has Gloo (the gloo headers were found at configure time).

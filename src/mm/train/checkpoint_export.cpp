@@ -23,7 +23,7 @@ fs::path resolve_training_checkpoint(const fs::path& path) {
 }
 
 Qwen2_5_VLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
-  const auto loaded = load_training_checkpoint(dir);
+  const auto loaded = load_whole_training_checkpoint(dir);
   Qwen2_5_VLForConditionalGeneration model(Qwen2_5_VLConfig::from_file(dir / "config.json"));
   const auto& lora = loaded.state.contains("lora") ? loaded.state["lora"] : nlohmann::json();
   if (!lora.is_null()) {
@@ -36,7 +36,7 @@ Qwen2_5_VLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
     config.exclude_prefixes = view.get<std::vector<std::string>>("exclude_prefixes");
     apply_lora(*model, config);
   }
-  load_weights(*model, loaded.model);
+  load_weights(*model, loaded.model, dir.string());
   model->eval();
   return model;
 }

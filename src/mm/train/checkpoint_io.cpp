@@ -1,5 +1,6 @@
 #include "mm/train/checkpoint_io.h"
 
+#include <ATen/ATen.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -19,6 +20,20 @@ constexpr const char* kLatest = "latest";
 constexpr const char* kState = "trainer_state.json";
 constexpr const char* kOptimizer = "optimizer.safetensors";
 constexpr const char* kRng = "rng.safetensors";
+constexpr const char* kSharding = "sharding.json";
+
+std::string numbered(const std::string& stem, int64_t index, int64_t count) {
+  char buf[96];
+  if (count > 0)
+    std::snprintf(buf, sizeof buf, "%s-%05lld-of-%05lld.safetensors", stem.c_str(), static_cast<long long>(index),
+                  static_cast<long long>(count));
+  else
+    std::snprintf(buf, sizeof buf, "%s-%05lld.safetensors", stem.c_str(), static_cast<long long>(index));
+  return buf;
+}
+std::string model_shard_file(int64_t shard, int64_t shards) { return numbered("model-shard", shard, shards); }
+std::string optimizer_shard_file(int64_t shard, int64_t shards) { return numbered("optimizer-shard", shard, shards); }
+std::string rng_rank_file(int64_t rank) { return numbered("rng-rank", rank, 0); }
 
 void fsync_path(const fs::path& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY);
@@ -52,9 +67,37 @@ std::optional<std::string> latest_name(const fs::path& checkpoints_dir) {
   return name;
 }
 
+nlohmann::json read_json(const fs::path& path) {
+  try {
+    return nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path.string(), ": malformed JSON: ", e.what());
+  }
+}
+
+// (slices, ranks) of a sharded checkpoint's sharding.json; errors name the file.
+std::pair<int64_t, int64_t> sharding_counts(const nlohmann::json& sharding, const fs::path& file) {
+  MM_CHECK(sharding.is_object() && sharding.contains("shards") && sharding["shards"].is_number_integer() &&
+               sharding.contains("world_size") && sharding["world_size"].is_number_integer(),
+           file.string(), ": needs integer fields shards and world_size");
+  const auto shards = sharding["shards"].get<int64_t>(), world = sharding["world_size"].get<int64_t>();
+  MM_CHECK(shards >= 1 && world >= shards, file.string(), ": shards=", shards, ", world_size=", world, " are invalid");
+  return {shards, world};
+}
+
 // Empty when complete, else what is missing.
 std::string missing_part(const fs::path& dir) {
   if (!fs::is_directory(dir)) return "the directory";
+  if (fs::is_regular_file(dir / kSharding)) {
+    if (!fs::is_regular_file(dir / kState)) return kState;
+    const auto [shards, world] = sharding_counts(read_json(dir / kSharding), dir / kSharding);
+    for (int64_t k = 0; k < shards; ++k)
+      for (const auto& f : {model_shard_file(k, shards), optimizer_shard_file(k, shards)})
+        if (!fs::is_regular_file(dir / f)) return f;
+    for (int64_t r = 0; r < world; ++r)
+      if (!fs::is_regular_file(dir / rng_rank_file(r))) return rng_rank_file(r);
+    return "";
+  }
   for (const char* f : {kState, kOptimizer, kRng})
     if (!fs::is_regular_file(dir / f)) return f;
   if (!fs::is_regular_file(dir / "model.safetensors") &&
@@ -114,13 +157,10 @@ std::string checkpoint_dir_name(int64_t step) {
   return buf;
 }
 
-fs::path save_training_checkpoint(const fs::path& checkpoints_dir, int64_t step,
-                                  const TrainingCheckpoint& checkpoint, int keep_last) {
-  const std::string name = checkpoint_dir_name(step);
-  fs::create_directories(checkpoints_dir);
-  remove_stale_tmp_dirs(checkpoints_dir);
+namespace {
 
-  std::map<std::string, int> names{{kState, 1}, {kOptimizer, 1}, {kRng, 1}, {kLatest, 1}};
+void check_extra_file_names(const TrainingCheckpoint& checkpoint) {
+  std::map<std::string, int> names{{kState, 1}, {kOptimizer, 1}, {kRng, 1}, {kLatest, 1}, {kSharding, 1}};
   for (const auto& [file, source] : checkpoint.extra_files) {
     MM_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "." && file != "..",
              "checkpoint extra file name '", file, "' must be a plain file name");
@@ -130,16 +170,17 @@ fs::path save_training_checkpoint(const fs::path& checkpoints_dir, int64_t step,
     MM_CHECK(names[file]++ == 0, "checkpoint extra file name '", file,
              "' clashes with another checkpoint file");
   }
+}
 
-  const fs::path tmp = checkpoints_dir / (name + ".tmp-" + std::to_string(::getpid()));
-  fs::create_directories(tmp);
-  save_checkpoint(tmp, checkpoint.model);
-  save_safetensors(tmp / kOptimizer, checkpoint.optimizer);
-  save_safetensors(tmp / kRng, checkpoint.rng);
+void write_state_and_extras(const fs::path& tmp, const TrainingCheckpoint& checkpoint) {
   for (const auto& [file, source] : checkpoint.extra_files) copy_file_synced(source, tmp / file);
   write_text_synced(tmp / kState, checkpoint.state.dump(2) + "\n");
-  fsync_path(tmp, true);
+}
 
+// Moves a complete `tmp` into place as `name`, then `latest`, then prunes.
+fs::path commit_checkpoint(const fs::path& checkpoints_dir, const std::string& name, const fs::path& tmp,
+                           int keep_last) {
+  fsync_path(tmp, true);
   const fs::path final_dir = checkpoints_dir / name;
   if (fs::exists(final_dir)) {
     // Saving a step again (a rerun into the same output): the old copy steps aside under a
@@ -155,6 +196,52 @@ fs::path save_training_checkpoint(const fs::path& checkpoints_dir, int64_t step,
   }
   write_file_atomic(checkpoints_dir / kLatest, name + "\n");
   keep_newest(checkpoints_dir, keep_last, name);
+  return final_dir;
+}
+
+}  // namespace
+
+fs::path save_training_checkpoint(const fs::path& checkpoints_dir, int64_t step,
+                                  const TrainingCheckpoint& checkpoint, int keep_last) {
+  const std::string name = checkpoint_dir_name(step);
+  fs::create_directories(checkpoints_dir);
+  remove_stale_tmp_dirs(checkpoints_dir);
+  check_extra_file_names(checkpoint);
+
+  const fs::path tmp = checkpoints_dir / (name + ".tmp-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  save_checkpoint(tmp, checkpoint.model);
+  save_safetensors(tmp / kOptimizer, checkpoint.optimizer);
+  save_safetensors(tmp / kRng, checkpoint.rng);
+  write_state_and_extras(tmp, checkpoint);
+  return commit_checkpoint(checkpoints_dir, name, tmp, keep_last);
+}
+
+fs::path save_sharded_training_checkpoint(const fs::path& checkpoints_dir, int64_t step,
+                                          const TrainingCheckpoint& piece, int keep_last, const ShardedWrite& ranks) {
+  const std::string name = checkpoint_dir_name(step);
+  // One name all ranks know without talking; a crashed run's leftover is removed by rank 0 first.
+  const fs::path tmp = checkpoints_dir / (name + ".tmp-ranks");
+  if (ranks.rank == 0) {
+    fs::create_directories(checkpoints_dir);
+    remove_stale_tmp_dirs(checkpoints_dir);
+    check_extra_file_names(piece);
+    fs::create_directories(tmp);
+  }
+  ranks.barrier();
+  if (ranks.writes_pieces) {
+    save_safetensors(tmp / model_shard_file(ranks.shard, ranks.shards), piece.model);
+    save_safetensors(tmp / optimizer_shard_file(ranks.shard, ranks.shards), piece.optimizer);
+  }
+  save_safetensors(tmp / rng_rank_file(ranks.rank), piece.rng);
+  if (ranks.rank == 0) {
+    write_text_synced(tmp / kSharding, ranks.layout.dump(1) + "\n");
+    write_state_and_extras(tmp, piece);
+  }
+  ranks.barrier();  // every piece is on disk
+  fs::path final_dir = checkpoints_dir / name;
+  if (ranks.rank == 0) final_dir = commit_checkpoint(checkpoints_dir, name, tmp, keep_last);
+  ranks.barrier();  // nobody reads or writes the next checkpoint before this one is committed
   return final_dir;
 }
 
@@ -182,6 +269,72 @@ LoadedTrainingCheckpoint load_training_checkpoint(const fs::path& dir) {
   }
   return LoadedTrainingCheckpoint{Checkpoint::open(model_path), Checkpoint::open(dir / kOptimizer),
                                   Checkpoint::open(dir / kRng), std::move(state), dir};
+}
+
+namespace {
+
+// Whole tensors of one kind ("model" / "optimizer") from a sharded checkpoint's slice files.
+NamedTensors whole_tensors(const nlohmann::json& layouts, const std::vector<Checkpoint>& slices,
+                           const fs::path& sharding_file, const std::string& kind) {
+  MM_CHECK(layouts.is_object(), sharding_file.string(), ": ", kind, " must map tensor names to layouts");
+  NamedTensors out;
+  for (const auto& [name, layout] : layouts.items()) {
+    const std::string where = sharding_file.string() + ": " + kind + "." + name;
+    MM_CHECK(layout.contains("shape") && layout.contains("sharded"), where, ": needs shape and sharded");
+    const auto shape = layout["shape"].get<std::vector<int64_t>>();
+    at::Tensor whole;
+    if (!layout["sharded"].get<bool>()) {
+      MM_CHECK(slices[0].contains(name), slices[0].path().string(), " has no tensor ", name, " (", where, ")");
+      whole = slices[0].tensor(name);
+    } else {
+      std::vector<at::Tensor> rows;
+      for (const auto& slice : slices)
+        if (slice.contains(name)) rows.push_back(slice.tensor(name));
+      MM_CHECK(!rows.empty(), "no slice file holds ", name, " (", where, ")");
+      whole = at::cat(rows, 0);
+    }
+    MM_CHECK(whole.sizes() == at::IntArrayRef(shape), where, ": the slices make shape ", whole.sizes(),
+             ", the layout says ", at::IntArrayRef(shape));
+    out.emplace_back(name, whole);
+  }
+  return out;
+}
+
+}  // namespace
+
+WholeTrainingCheckpoint load_whole_training_checkpoint(const fs::path& dir, int64_t rank) {
+  WholeTrainingCheckpoint out;
+  out.dir = dir;
+  if (!fs::is_regular_file(dir / kSharding)) {
+    auto loaded = load_training_checkpoint(dir);
+    out.model = checkpoint_tensors(loaded.model);
+    out.optimizer = checkpoint_tensors(loaded.optimizer);
+    out.rng = checkpoint_tensors(loaded.rng);
+    out.state = std::move(loaded.state);
+    out.files = {std::move(loaded.model), std::move(loaded.optimizer), std::move(loaded.rng)};
+    return out;
+  }
+  const std::string missing = missing_part(dir);
+  MM_CHECK(missing.empty(), "checkpoint ", dir.string(), " is incomplete: ", (dir / missing).string(),
+           " does not exist");
+  const auto sharding = read_json(dir / kSharding);
+  const auto [shards, world] = sharding_counts(sharding, dir / kSharding);
+  out.saved_world_size = world;
+  std::vector<Checkpoint> model_slices, optimizer_slices;
+  for (int64_t k = 0; k < shards; ++k) {
+    model_slices.push_back(Checkpoint::open(dir / model_shard_file(k, shards)));
+    optimizer_slices.push_back(Checkpoint::open(dir / optimizer_shard_file(k, shards)));
+  }
+  out.model = whole_tensors(sharding.value("model", nlohmann::json()), model_slices, dir / kSharding, "model");
+  out.optimizer =
+      whole_tensors(sharding.value("optimizer", nlohmann::json()), optimizer_slices, dir / kSharding, "optimizer");
+  auto rng = Checkpoint::open(dir / rng_rank_file(rank < world ? rank : 0));
+  out.rng = checkpoint_tensors(rng);
+  out.state = read_json(dir / kState);
+  out.files = std::move(model_slices);
+  for (auto& f : optimizer_slices) out.files.push_back(std::move(f));
+  out.files.push_back(std::move(rng));
+  return out;
 }
 
 NamedTensors checkpoint_tensors(const Checkpoint& checkpoint) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,6 +58,42 @@ struct LoadedTrainingCheckpoint {
 
 // Opens a checkpoint directory written by save_training_checkpoint; errors name the file.
 LoadedTrainingCheckpoint load_training_checkpoint(const std::filesystem::path& dir);
+
+// ---- checkpoints of multi-process runs ----
+// Every rank writes its own pieces into the same directory (on a filesystem all ranks share):
+//   sharding.json                          how each tensor is cut (see ShardedWrite::layout)
+//   model-shard-00001-of-00004.safetensors  the rows shard 1 holds of each sharded tensor (and,
+//   optimizer-shard-00001-of-00004...       in shard 0's files, every whole tensor)
+//   rng-rank-00003.safetensors              each rank's generators
+//   trainer_state.json, extra files         rank 0
+// Rank 0 prepares and commits (rename, `latest`) with barriers between, so the protocol and the
+// crash guarantees are those of save_training_checkpoint.
+struct ShardedWrite {
+  int64_t rank = 0, world_size = 1;
+  int64_t shard = 0, shards = 1;  // this rank's slice index and the slice count
+  bool writes_pieces = true;      // one replica per slice writes model and optimizer pieces
+  // sharding.json (used from rank 0): {"shards": S, "world_size": W, "model": {name: layout},
+  // "optimizer": {name: layout}} with layout {"shape": [...], "sharded": bool, "rows_per_shard": r}.
+  nlohmann::json layout;
+  std::function<void()> barrier;  // over all ranks
+};
+
+// `piece`: this rank's model and optimizer pieces, its rng, and (rank 0) the state and extra files.
+std::filesystem::path save_sharded_training_checkpoint(const std::filesystem::path& checkpoints_dir, int64_t step,
+                                                       const TrainingCheckpoint& piece, int keep_last,
+                                                       const ShardedWrite& ranks);
+
+// Any training checkpoint (one process or sharded) as whole tensors, e.g. to resume on another
+// number of ranks or layout. Sharded tensors are put back together from their row slices.
+struct WholeTrainingCheckpoint {
+  NamedTensors model, optimizer;
+  NamedTensors rng;  // `rank`'s generators, rank 0's when the run that saved had fewer ranks
+  nlohmann::json state;
+  std::filesystem::path dir;
+  int64_t saved_world_size = 1;
+  std::vector<Checkpoint> files;  // the mapped files the tensors may alias
+};
+WholeTrainingCheckpoint load_whole_training_checkpoint(const std::filesystem::path& dir, int64_t rank = 0);
 
 // All tensors of a Checkpoint as a list (mapped views, no copies).
 NamedTensors checkpoint_tensors(const Checkpoint& checkpoint);

@@ -80,11 +80,12 @@ class Section {
 
 TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) {
   MM_CHECK(root.IsMap(), file, ": the run config must be a mapping");
-  const std::set<std::string> sections = {"model", "data", "train", "freeze", "lora", "optim", "schedule", "output", "eval"};
+  const std::set<std::string> sections = {"model", "data",     "train",  "freeze", "lora",
+                                          "optim", "schedule", "output", "eval",   "parallel"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
     MM_CHECK(sections.count(key), file, ": ", key, ": unknown section (known: model, data, train, freeze, lora, optim, "
-             "schedule, output, eval)");
+             "schedule, output, eval, parallel)");
   }
   TrainConfig c;
   c.source = YAML::Clone(root);
@@ -195,6 +196,24 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   output.check(c.output.save_every >= 0, "save_every", "must not be negative");
   output.check(c.output.keep_last >= 1, "keep_last", "must be at least 1");
   output.finish();
+
+  Section parallel(root, file, "parallel");
+  parallel.read("dp_shard", c.parallel.dp_shard);
+  parallel.read("reshard_after_forward", c.parallel.reshard_after_forward);
+  parallel.read("prefetch", c.parallel.prefetch);
+  parallel.read("param_dtype", c.parallel.param_dtype);
+  parallel.read("reduce_dtype", c.parallel.reduce_dtype);
+  parallel.read("cpu_offload", c.parallel.cpu_offload);
+  parallel.read("vision", c.parallel.vision);
+  parallel.read("language", c.parallel.language);
+  parallel.read("timeout_s", c.parallel.timeout_s);
+  parallel.check(c.parallel.dp_shard >= 0, "dp_shard", "must not be negative (0: all ranks)");
+  parallel.one_of("param_dtype", c.parallel.param_dtype, {"fp32", "bf16"});
+  parallel.one_of("reduce_dtype", c.parallel.reduce_dtype, {"fp32", "bf16"});
+  parallel.one_of("vision", c.parallel.vision, {"shard", "replicate"});
+  parallel.one_of("language", c.parallel.language, {"shard", "replicate"});
+  parallel.check(c.parallel.timeout_s > 0, "timeout_s", "must be positive");
+  parallel.finish();
 
   Section eval(root, file, "eval");
   eval.read("data", c.eval.data);

@@ -84,6 +84,20 @@ struct TrainConfig {
     std::string resume = "auto";  // auto (latest checkpoint in dir, if any) | none | a checkpoint path
   } output;
 
+  // Data parallelism when launched as several processes (mmtrain launch, torchrun, Slurm); ignored
+  // by a single process. WORLD_SIZE = dp_replicate x dp_shard.
+  struct Parallel {
+    int64_t dp_shard = 0;  // ranks each sharded unit is cut over (FSDP); 0 = all; 1 = plain DDP
+    bool reshard_after_forward = true;
+    bool prefetch = true;
+    std::string param_dtype = "fp32";   // fp32 | bf16: dtype of gathered parameters (compute)
+    std::string reduce_dtype = "fp32";  // fp32 | bf16: dtype gradients are summed in
+    bool cpu_offload = false;           // sharded parameters, gradients, optimizer state on the CPU
+    std::string vision = "shard";       // shard | replicate: the vision tower's units
+    std::string language = "shard";     // shard | replicate: the language model's units
+    double timeout_s = 300;             // rendezvous and collective timeout
+  } parallel;
+
   struct Eval {
     std::filesystem::path data;  // optional: exact-match evaluation after training
     std::filesystem::path root;

@@ -11,18 +11,26 @@
 
 namespace mm {
 
+namespace dist {
+class FullyShardedModel;
+}
+
 class AdamW;
 
 struct StepOptions {
   bool bf16_autocast = false;  // bf16 compute, fp32 master weights and loss
   double max_grad_norm = 1.0;  // <= 0: measure only
+  // Data parallel (replicated or sharded units): the model was wrapped by it, the optimizer
+  // holds its optimizer_parameters(), and every rank calls train_step with its own micro-batches.
+  dist::FullyShardedModel* parallel = nullptr;
 };
 
 struct StepResult {
-  double loss = 0;       // mean cross-entropy over the step's target tokens
+  double loss = 0;       // mean cross-entropy over the step's target tokens (of all ranks)
   double grad_norm = 0;  // global L2 norm before clipping
   bool skipped = false;  // the norm was not finite: no update was made
-  int64_t tokens = 0, target_tokens = 0, samples = 0;
+  int64_t tokens = 0, target_tokens = 0, samples = 0;  // summed over all ranks
+  double collective_seconds = 0;  // time blocked on collectives (data parallel; excludes the counts)
 };
 
 // Summed cross-entropy of `batch` (targets already shifted; -100 ignored), over the supervised
@@ -32,7 +40,9 @@ at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBa
 
 // The loss of a step is the sum over all micro-batches divided by their total target count (as
 // transformers' Trainer does with num_items_in_batch), so gradient accumulation equals one big
-// batch. `params` are the trainable parameters (clipped together).
+// batch; data parallel divides by the count over all ranks, so N ranks equal one process with
+// N times the batch. `params` are the trainable parameters (clipped together; unused with
+// options.parallel, which clips over the whole job).
 StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimizer, double lr,
                       const std::vector<at::Tensor>& params, const std::vector<TrainBatch>& micro_batches,
                       const StepOptions& options);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <set>
 
 #include "mm/checkpoint/hf_export.h"
 #include "mm/core/error.h"
@@ -15,6 +16,9 @@
 #include "mm/data/loader.h"
 #include "mm/data/sample_encoder.h"
 #include "mm/data/sampler.h"
+#include "mm/dist/device_mesh.h"
+#include "mm/dist/fully_shard.h"
+#include "mm/dist/process_group.h"
 #include "mm/models/common/weights.h"
 #include "mm/models/init_weights.h"
 #include "mm/models/vlm_model.h"
@@ -63,6 +67,52 @@ NamedParams trainable_parameters(Qwen2_5_VLForConditionalGeneration& model) {
   return out;
 }
 
+dist::Placement placement_of(const std::string& name) {
+  return name == "replicate" ? dist::Placement::replicate : dist::Placement::shard;
+}
+
+// The model cut into sharding units: every ViT block and decoder layer, and the parameters
+// outside them as one root unit per tower (patch embedding + merger; embeddings, final norm and
+// head), each tower placed as parallel.vision / parallel.language say.
+std::vector<dist::UnitSpec> sharding_units(Qwen2_5_VLForConditionalGeneration& model, const TrainConfig& config) {
+  std::vector<dist::UnitSpec> units;
+  std::set<const void*> in_blocks;
+  auto add_blocks = [&](torch::nn::ModuleList& blocks, const std::string& prefix, dist::Placement placement) {
+    for (size_t i = 0; i < blocks->size(); ++i) {
+      dist::UnitSpec unit;
+      unit.name = prefix + std::to_string(i);
+      unit.block = blocks[i].get();
+      unit.placement = placement;
+      for (auto& p : blocks[i]->named_parameters()) {
+        unit.params.emplace_back(unit.name + "." + p.key(), p.value());
+        in_blocks.insert(p.value().unsafeGetTensorImpl());
+      }
+      units.push_back(std::move(unit));
+    }
+  };
+  const auto vision = placement_of(config.parallel.vision), language = placement_of(config.parallel.language);
+  add_blocks(model->visual->blocks, "visual.blocks.", vision);
+  add_blocks(model->model->layers, "model.layers.", language);
+  dist::UnitSpec vision_root{"visual (outside its blocks)", nullptr, {}, vision};
+  dist::UnitSpec language_root{"language model (outside its layers)", nullptr, {}, language};
+  for (auto& p : model->named_parameters()) {
+    if (in_blocks.count(p.value().unsafeGetTensorImpl())) continue;
+    (p.key().rfind("visual.", 0) == 0 ? vision_root : language_root).params.emplace_back(p.key(), p.value());
+  }
+  for (auto* root : {&vision_root, &language_root})
+    if (!root->params.empty()) units.push_back(std::move(*root));
+  return units;
+}
+
+at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
+
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const auto& t : tensors)
+    if (t.defined()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
 class Run {
  public:
   explicit Run(const TrainConfig& config) : config_(config) {}
@@ -70,13 +120,18 @@ class Run {
   TrainSummary execute();
 
  private:
+  void setup_parallel();
   void setup_model();
   void setup_data();
   int64_t estimate_total_steps() const;
   std::unique_ptr<DataLoader> make_loader(const SamplerState& state) const;
   bool next_micro_batch(TrainBatch& out);
   void resume_from(const fs::path& dir);
+  void restore_data_position(const nlohmann::json& state, const std::string& where, int64_t saved_world);
   void save(int64_t step);
+  nlohmann::json data_positions() const;
+  void log_state_bytes(MetricsLogger& metrics) const;
+  bool is_main() const { return mesh_->is_main(); }
 
   const TrainConfig& config_;
   fs::path output_;
@@ -91,10 +146,30 @@ class Run {
   std::vector<at::Tensor> params_;
   nlohmann::json skipped_json() const;
 
+  std::optional<dist::Rendezvous> job_;
+  std::unique_ptr<dist::DeviceMesh> mesh_;
+  std::unique_ptr<dist::FullyShardedModel> parallel_;  // when more than one process
+
   SamplerState data_state_;      // where the next micro-batch starts
   nlohmann::json prior_skips_;   // skip counts of the run before a resume
   int64_t step_ = 0;
 };
+
+void Run::setup_parallel() {
+  const auto env = dist::DistEnv::from_env();
+  if (!env.distributed()) {
+    mesh_ = std::make_unique<dist::DeviceMesh>();
+    return;
+  }
+  const int64_t shard = config_.parallel.dp_shard == 0 ? env.world_size : config_.parallel.dp_shard;
+  MM_CHECK(env.world_size % shard == 0, "parallel.dp_shard=", shard, " does not divide WORLD_SIZE=", env.world_size);
+  dist::RendezvousOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.parallel.timeout_s * 1000));
+  job_ = dist::rendezvous(env, options);
+  mesh_ = std::make_unique<dist::DeviceMesh>(
+      *job_, dist::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+  log::info("data parallel over ", env.world_size, " processes: ", mesh_->describe());
+}
 
 void Run::setup_model() {
   model_ = build_model(config_);
@@ -104,10 +179,9 @@ void Run::setup_model() {
     const int64_t n = apply_lora(*model_, config_.lora);
     log::info("LoRA: ", n, " adapters of rank ", config_.lora.rank);
   }
-  if (config_.train.recompute) {
-    model_->model->block_runner = recompute_runner();
-    model_->visual->block_runner = recompute_runner();
-  }
+  const BlockRunner recompute = config_.train.recompute ? recompute_runner() : BlockRunner();
+  model_->model->block_runner = recompute;
+  model_->visual->block_runner = recompute;
   model_->train();
   int64_t total = 0, trainable = 0;
   for (const auto& p : model_->parameters()) {
@@ -117,6 +191,20 @@ void Run::setup_model() {
   log::info("model: ", total, " parameters, ", trainable, " trainable");
   MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
   auto named = trainable_parameters(model_);
+  if (mesh_->world_size() > 1) {
+    dist::ShardingOptions sharding;
+    sharding.reshard_after_forward = config_.parallel.reshard_after_forward;
+    sharding.prefetch = config_.parallel.prefetch;
+    sharding.param_dtype = dtype_named(config_.parallel.param_dtype);
+    sharding.reduce_dtype = dtype_named(config_.parallel.reduce_dtype);
+    sharding.cpu_offload = config_.parallel.cpu_offload;
+    parallel_ = std::make_unique<dist::FullyShardedModel>(sharding_units(model_, config_), *mesh_, sharding,
+                                                          model_->parameters().front().device());
+    const auto runner = parallel_->block_runner(recompute);
+    model_->model->block_runner = runner;
+    model_->visual->block_runner = runner;
+    named = parallel_->optimizer_parameters();
+  }
   for (auto& [_, p] : named) params_.push_back(p);
   AdamWConfig optim;
   optim.lr = config_.optim.lr;
@@ -154,6 +242,8 @@ void Run::setup_data() {
     }
   }
   SamplerOptions sampling;
+  sampling.rank = mesh_->rank();
+  sampling.world = mesh_->world_size();
   sampling.shuffle = config_.data.shuffle;
   sampling.seed = config_.train.seed;
   sampling.group_by_length = config_.data.group_by_length;
@@ -199,25 +289,77 @@ bool Run::next_micro_batch(TrainBatch& out) {
   fail("data.train: ", config_.data.train.string(), ": an epoch produced no usable batch (see the skipped-sample counts)");
 }
 
+// Any checkpoint of this run, saved by any number of processes, onto the current layout.
 void Run::resume_from(const fs::path& dir) {
-  auto loaded = load_training_checkpoint(dir);
-  WeightLoadOptions options;
-  load_weights(*model_, loaded.model, options);
-  optimizer_->load_state_tensors(loaded.optimizer);
-  restore_rng_state(RngState::from_tensors(checkpoint_tensors(loaded.rng)));
-  const JsonView state(loaded.state, (dir / "trainer_state.json").string());
+  auto loaded = load_whole_training_checkpoint(dir, mesh_->rank());
+  if (parallel_) {
+    parallel_->load_whole(loaded.model, dir.string());
+    NamedTensors optimizer_state;
+    for (const auto& [key, tensor] : loaded.optimizer) {
+      const std::string param = key.substr(key.find('.') + 1);
+      optimizer_state.emplace_back(key, key.rfind("step.", 0) == 0 ? tensor : parallel_->local_slice(param, tensor));
+    }
+    optimizer_->load_state_tensors(optimizer_state);
+  } else {
+    load_weights(*model_, loaded.model, dir.string());
+    optimizer_->load_state_tensors(loaded.optimizer);
+  }
+  restore_rng_state(RngState::from_tensors(loaded.rng));
+  const std::string where = (dir / "trainer_state.json").string();
+  const JsonView state(loaded.state, where);
   step_ = state.get<int64_t>("step");
-  data_state_ = SamplerState::from_json(loaded.state.at("data"), (dir / "trainer_state.json").string() + ": data");
+  restore_data_position(loaded.state, where, loaded.saved_world_size);
   prior_skips_ = loaded.state.at("skipped");
-  log::info("resumed from ", dir.string(), " at step ", step_);
+  log::info("resumed from ", dir.string(), " at step ", step_,
+            loaded.saved_world_size != mesh_->world_size()
+                ? str_cat(" (saved by ", loaded.saved_world_size, " processes, resharded onto ", mesh_->world_size(), ")")
+                : std::string());
+}
+
+// Each rank's sampler position. Saved by as many ranks as now: each takes its own. Otherwise the
+// global position (every rank had taken the same number of samples) is split over the new ranks.
+void Run::restore_data_position(const nlohmann::json& state, const std::string& where, int64_t saved_world) {
+  std::vector<SamplerState> saved;
+  if (state.contains("data_ranks"))
+    for (const auto& d : state.at("data_ranks")) saved.push_back(SamplerState::from_json(d, where + ": data_ranks"));
+  else
+    saved.push_back(SamplerState::from_json(state.at("data"), where + ": data"));
+  MM_CHECK(static_cast<int64_t>(saved.size()) == saved_world, where, ": data_ranks has ", saved.size(),
+           " entries for ", saved_world, " ranks");
+  const int64_t world = mesh_->world_size();
+  if (saved_world == world) {
+    data_state_ = saved[static_cast<size_t>(mesh_->rank())];
+    return;
+  }
+  for (const auto& s : saved)
+    MM_CHECK(s == saved.front(), where, ": the ", saved_world, " ranks that saved stopped at different data "
+             "positions (skipped samples), so it cannot be split over ", world, " ranks; resume with ", saved_world);
+  const int64_t global = saved.front().cursor * saved_world;
+  MM_CHECK(global % world == 0, where, ": data position ", global, " (samples taken by all ranks) does not split "
+           "evenly over ", world, " ranks");
+  data_state_ = SamplerState{saved.front().epoch, global / world};
+}
+
+// All ranks' sampler positions, on every rank (for rank 0's trainer_state.json).
+nlohmann::json Run::data_positions() const {
+  const int64_t world = mesh_->world_size();
+  auto positions = torch::zeros({world, 2}, torch::kFloat64);
+  positions[mesh_->rank()][0] = static_cast<double>(data_state_.epoch);
+  positions[mesh_->rank()][1] = static_cast<double>(data_state_.cursor);
+  mesh_->all_reduce_sum(positions);
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t r = 0; r < world; ++r)
+    out.push_back(SamplerState{static_cast<int64_t>(positions[r][0].item<double>()),
+                               static_cast<int64_t>(positions[r][1].item<double>())}
+                      .to_json());
+  return out;
 }
 
 void Run::save(int64_t step) {
   TrainingCheckpoint ckpt;
-  ckpt.model = named_weights(*model_);
-  ckpt.optimizer = optimizer_->state_tensors();
   ckpt.rng = capture_rng_state().to_tensors();
-  ckpt.state = {{"step", step}, {"data", data_state_.to_json()}, {"skipped", skipped_json()},
+  ckpt.state = {{"step", step}, {"data", data_state_.to_json()}, {"data_ranks", data_positions()},
+                {"world_size", mesh_->world_size()}, {"skipped", skipped_json()},
                 {"lora", config_.lora_enabled ? nlohmann::json{{"rank", config_.lora.rank},
                                                              {"alpha", config_.lora.alpha},
                                                              {"dropout", config_.lora.dropout},
@@ -228,13 +370,83 @@ void Run::save(int64_t step) {
   // With config.json and these, a checkpoint directory is also what export_hf needs.
   ckpt.extra_files.emplace_back("config.json", config_.model.path / "config.json");
   for (const auto& file : hf_asset_files(config_.model.path)) ckpt.extra_files.emplace_back(file.filename().string(), file);
-  const auto dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last);
+  fs::path dir;
+  if (!parallel_) {
+    ckpt.model = named_weights(*model_);
+    ckpt.optimizer = optimizer_->state_tensors();
+    dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last);
+  } else {
+    ShardedWrite ranks;
+    ranks.rank = mesh_->rank();
+    ranks.world_size = mesh_->world_size();
+    ranks.shard = parallel_->shard_index();
+    ranks.shards = parallel_->shard_count();
+    ranks.writes_pieces = mesh_->coordinate("dp_replicate") == 0;
+    ranks.barrier = [this] { mesh_->barrier(); };
+    auto layout_json = [](const dist::FullyShardedModel::Layout& l) {
+      return nlohmann::json{{"shape", l.shape}, {"sharded", l.sharded}, {"rows_per_shard", l.rows_per_shard}};
+    };
+    nlohmann::json model_layout, optimizer_layout;
+    ckpt.model = parallel_->checkpoint_pieces();
+    for (const auto& [name, layout] : parallel_->layouts()) model_layout[name] = layout_json(layout);
+    // Buffers (rotary tables) are not sharded: whole, in slice 0's file.
+    for (const auto& b : model_->named_buffers()) {
+      model_layout[b.key()] = layout_json({b.value().sizes().vec(), false, 0, 1});
+      if (ranks.shard == 0) ckpt.model.emplace_back(b.key(), b.value());
+    }
+    if (ranks.shard != 0)  // whole tensors are written once, by slice 0
+      std::erase_if(ckpt.model, [&](const auto& t) { return !model_layout[t.first]["sharded"].template get<bool>(); });
+    for (const auto& [key, tensor] : optimizer_->state_tensors()) {
+      const std::string param = key.substr(key.find('.') + 1);
+      const bool scalar = key.rfind("step.", 0) == 0;
+      const auto& layout = parallel_->layouts().at(param);
+      optimizer_layout[key] = scalar ? layout_json({{}, false, 0, 1}) : layout_json(layout);
+      if (scalar || !layout.sharded) {
+        if (ranks.shard == 0) ckpt.optimizer.emplace_back(key, tensor);
+      } else {
+        ckpt.optimizer.emplace_back(key, parallel_->checkpoint_piece(param, tensor));
+      }
+    }
+    ranks.layout = {{"shards", ranks.shards}, {"world_size", ranks.world_size}, {"model", model_layout},
+                    {"optimizer", optimizer_layout}};
+    dir = save_sharded_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last, ranks);
+  }
   log::info("saved checkpoint ", dir.string());
 }
 
-// Skipped samples by reason over the whole run, resumes included.
+// What this rank holds between steps for training: parameters, gradients (as of the last
+// backward) and optimizer state, in bytes; under FSDP about 1/N of one process's.
+void Run::log_state_bytes(MetricsLogger& metrics) const {
+  int64_t parameters = 0, gradients = 0;
+  if (parallel_) {
+    const auto memory = parallel_->memory();
+    parameters = memory.parameter_bytes;
+    gradients = memory.gradient_bytes;
+  } else {
+    parameters = bytes_of(model_->parameters());
+    gradients = bytes_of(params_);  // one gradient per trainable parameter, same dtype
+  }
+  std::vector<at::Tensor> state;
+  for (const auto& [_, t] : optimizer_->state_tensors()) state.push_back(t);
+  const int64_t optimizer = bytes_of(state);
+  log::info("training state on this rank: parameters ", parameters, " B, gradients ", gradients, " B, optimizer ",
+            optimizer, " B");
+  metrics.add_count("state_bytes.parameters", parameters);
+  metrics.add_count("state_bytes.gradients", gradients);
+  metrics.add_count("state_bytes.optimizer", optimizer);
+}
+
+// Skipped samples by reason over the whole run (all ranks), resumes included. Collective.
 nlohmann::json Run::skipped_json() const {
   nlohmann::json counts = loader_ ? loader_->skips().to_json() : SkipCounts().to_json();
+  if (mesh_->world_size() > 1) {  // every rank has the same reasons, in the same (sorted) order
+    std::vector<double> values;
+    for (const auto& [_, count] : counts.items()) values.push_back(static_cast<double>(count.get<int64_t>()));
+    auto summed = torch::tensor(values, torch::kFloat64);
+    mesh_->all_reduce_sum(summed);
+    size_t i = 0;
+    for (auto& [_, count] : counts.items()) count = static_cast<int64_t>(summed[static_cast<int64_t>(i++)].item<double>());
+  }
   if (prior_skips_.is_object())
     for (const auto& [reason, count] : prior_skips_.items())
       counts[reason] = counts.value(reason, int64_t{0}) + count.get<int64_t>();
@@ -245,8 +457,9 @@ TrainSummary Run::execute() {
   if (config_.train.threads > 0) torch::set_num_threads(config_.train.threads);
   torch::manual_seed(config_.train.seed);
   output_ = config_.output.dir;
+  setup_parallel();
   fs::create_directories(output_);
-  write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
+  if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
 
   setup_model();
   setup_data();
@@ -273,16 +486,21 @@ TrainSummary Run::execute() {
   metrics_options.total_steps = total_steps;
   if (step_ > 0) metrics_options.resume_from_step = step_;
   metrics_options.tensorboard = config_.output.tensorboard;
+  metrics_options.write_files = is_main();
   MetricsLogger metrics(metrics_options);
   StepOptions step_options;
+  step_options.parallel = parallel_.get();
   step_options.bf16_autocast = config_.train.precision == "bf16";
   step_options.max_grad_norm = config_.train.max_grad_norm;
   log::info("training for ", total_steps, " steps (", config_.train.grad_accum, " x ", config_.train.micro_batch_size,
             config_.data.packing ? " packed rows" : " samples", " per step)");
 
-  // Fault injection for the resume tests: a real SIGKILL right after the given step is logged.
+  // Fault injection for the resume and launcher tests: a real SIGKILL right after the given step
+  // is logged, in every process or only in rank MM_FAULT_KILL_RANK.
   const char* kill_env = std::getenv("MM_FAULT_KILL_AT_STEP");
-  const int64_t kill_at_step = kill_env ? std::atoll(kill_env) : -1;
+  const char* kill_rank_env = std::getenv("MM_FAULT_KILL_RANK");
+  const int64_t kill_at_step =
+      kill_env && (!kill_rank_env || std::atoll(kill_rank_env) == mesh_->rank()) ? std::atoll(kill_env) : -1;
   double last_loss = 0;
   bool data_done = false;
   while (step_ < total_steps && !data_done) {
@@ -295,6 +513,16 @@ TrainSummary Run::execute() {
         break;
       }
       micro.push_back(std::move(batch));
+    }
+    if (mesh_->world_size() > 1) {
+      // Ranks run a step only together: one that ran out of data (an epoch's end, with skipped
+      // samples) ends the run for all, instead of leaving the others waiting in a collective.
+      auto counts = torch::tensor({static_cast<double>(micro.size())}, torch::kFloat64);
+      mesh_->all_reduce_sum(counts);
+      if (counts.item<double>() != static_cast<double>(mesh_->world_size() * config_.train.grad_accum)) {
+        if (!micro.empty()) log::info("a rank ran out of data: the last, partial step is not taken");
+        break;
+      }
     }
     if (micro.empty()) break;
     const double lr = schedule.lr(step_, config_.optim.lr);
@@ -310,6 +538,7 @@ TrainSummary Run::execute() {
     record.tokens_per_s = static_cast<double>(result.tokens) / seconds;
     record.samples_per_s = static_cast<double>(result.samples) / seconds;
     record.extra["target_tokens"] = static_cast<double>(result.target_tokens);
+    if (parallel_) record.extra["collective_wait_s"] = result.collective_seconds;
     if (result.skipped) log::warn("step ", step_, ": gradient norm is not finite; the update was skipped");
     metrics.log_step(record);
     if (step_ == kill_at_step) {
@@ -319,18 +548,22 @@ TrainSummary Run::execute() {
     if (config_.output.save_every > 0 && step_ % config_.output.save_every == 0 && step_ < total_steps) save(step_);
   }
   save(step_);
+  log_state_bytes(metrics);
 
   TrainSummary summary;
   summary.steps = step_;
   summary.final_loss = last_loss;
   summary.final_model = output_ / "final";
-  export_hf(model_, config_.model.path, summary.final_model);
-  log::info("final model (Hugging Face format) in ", summary.final_model.string());
+  if (parallel_) parallel_->gather_all_for_export();  // the whole model on every rank from here
+  if (is_main()) {
+    export_hf(model_, config_.model.path, summary.final_model);
+    log::info("final model (Hugging Face format) in ", summary.final_model.string());
+  }
 
   const auto skipped = skipped_json();  // a named value: items() only refers to it
   for (const auto& [reason, count] : skipped.items())
     if (reason == "total" || count.get<int64_t>() > 0) metrics.add_count("skipped_samples." + reason, count.get<int64_t>());
-  if (!config_.eval.data.empty()) {
+  if (!config_.eval.data.empty() && is_main()) {
     Qwen2_5_VLChat chat(summary.final_model);
     const auto eval_data = ConversationFile::open(config_.eval.data, config_.eval.root);
     EvalOptions eval_options;
@@ -344,6 +577,7 @@ TrainSummary Run::execute() {
               " = ", summary.eval_accuracy);
   }
   metrics.finish();
+  mesh_->barrier();  // rank 0 hosts the store: it leaves last
   return summary;
 }
 

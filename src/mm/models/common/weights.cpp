@@ -32,13 +32,20 @@ std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn
 
 void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
                   const WeightLoadOptions& options) {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& name : checkpoint.names()) tensors.emplace_back(name, checkpoint.tensor(name));
+  load_weights(module, tensors, checkpoint.path().string(), options);
+}
+
+void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                  const std::string& source, const WeightLoadOptions& options) {
   std::map<std::string, torch::Tensor> targets;
   for (auto& [name, tensor] : named_weights(module)) targets.emplace(name, tensor);
 
   std::vector<std::string> unexpected, mismatched;
   std::set<std::string> loaded;
   torch::NoGradGuard no_grad;
-  for (const auto& ckpt_name : checkpoint.names()) {
+  for (const auto& [ckpt_name, tensor] : tensors) {
     const std::string name =
         options.checkpoint_to_module ? options.checkpoint_to_module(ckpt_name) : ckpt_name;
     if (name.empty()) continue;
@@ -47,14 +54,13 @@ void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
       unexpected.push_back(ckpt_name);
       continue;
     }
-    const TensorInfo& info = checkpoint.info(ckpt_name);
-    if (at::IntArrayRef(info.shape) != it->second.sizes()) {
-      mismatched.push_back(str_cat(ckpt_name, " is ", shape_str(info.shape), ", expected ",
+    if (tensor.sizes() != it->second.sizes()) {
+      mismatched.push_back(str_cat(ckpt_name, " is ", shape_str(tensor.sizes()), ", expected ",
                                    shape_str(it->second.sizes())));
       continue;
     }
-    it->second.copy_(checkpoint.tensor(ckpt_name));
-    MM_CHECK(loaded.insert(name).second, checkpoint.path().string(), ": two checkpoint tensors map to ", name);
+    it->second.copy_(tensor);
+    MM_CHECK(loaded.insert(name).second, source, ": two checkpoint tensors map to ", name);
   }
   std::vector<std::string> missing;
   for (const auto& [name, _] : targets)
@@ -66,8 +72,7 @@ void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
   if (!mismatched.empty()) problems += "; wrong shape: " + join_first(mismatched);
   if (!missing.empty()) problems += "; missing: " + join_first(missing);
   if (!unexpected.empty()) problems += "; unexpected: " + join_first(unexpected);
-  MM_CHECK(problems.empty(), "checkpoint ", checkpoint.path().string(),
-           " does not match the model", problems);
+  MM_CHECK(problems.empty(), "checkpoint ", source, " does not match the model", problems);
 }
 
 }  // namespace mm

@@ -25,6 +25,10 @@ struct WeightLoadOptions {
 void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
                   const WeightLoadOptions& options = {});
 
+// The same from tensors by name; `source` names them in errors (a file, a checkpoint directory).
+void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                  const std::string& source, const WeightLoadOptions& options = {});
+
 // Parameters and buffers by name, in registration order (for saving).
 std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& module);
 

@@ -1,0 +1,84 @@
+#include "mm/dist/device_mesh.h"
+
+#include <ATen/ATen.h>
+
+#include "mm/core/error.h"
+
+namespace mm::dist {
+namespace {
+
+const c10::intrusive_ptr<c10d::Backend> kNoGroup;
+
+}  // namespace
+
+DeviceMesh::DeviceMesh(const Rendezvous& job, Dims dims)
+    : dims_(std::move(dims)), rank_(job.env.rank), world_size_(job.env.world_size) {
+  int64_t product = 1;
+  for (const auto& [name, size] : dims_) {
+    MM_CHECK(size >= 1, "device mesh: dimension ", name, " has size ", size);
+    product *= size;
+  }
+  MM_CHECK(product == world_size_, "device mesh ", describe(), " holds ", product, " ranks but WORLD_SIZE is ",
+           world_size_);
+  // Row-major coordinates: the last dimension varies fastest.
+  coordinates_.assign(dims_.size(), 0);
+  int64_t rest = rank_;
+  for (size_t d = dims_.size(); d-- > 0;) {
+    coordinates_[d] = rest % dims_[d].second;
+    rest /= dims_[d].second;
+  }
+  groups_.resize(dims_.size());
+  if (world_size_ == 1) return;
+  std::vector<int64_t> all(static_cast<size_t>(world_size_));
+  for (int64_t r = 0; r < world_size_; ++r) all[static_cast<size_t>(r)] = r;
+  world_ = new_gloo_group(job, all, "world");
+  // The group along d: every rank whose other coordinates equal ours, in order along d.
+  std::vector<int64_t> strides(dims_.size(), 1);
+  for (size_t d = dims_.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims_[d + 1].second;
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    const int64_t size = dims_[d].second;
+    if (size == 1) continue;
+    const int64_t first = rank_ - coordinates_[d] * strides[d];
+    std::vector<int64_t> members;
+    for (int64_t i = 0; i < size; ++i) members.push_back(first + i * strides[d]);
+    std::string tag = dims_[d].first;
+    for (auto m : members) tag += "-" + std::to_string(m);
+    groups_[d] = new_gloo_group(job, members, tag);
+  }
+}
+
+int64_t DeviceMesh::size(const std::string& dim) const {
+  for (const auto& [name, size] : dims_)
+    if (name == dim) return size;
+  return 1;
+}
+
+int64_t DeviceMesh::coordinate(const std::string& dim) const {
+  for (size_t d = 0; d < dims_.size(); ++d)
+    if (dims_[d].first == dim) return coordinates_[d];
+  return 0;
+}
+
+const c10::intrusive_ptr<c10d::Backend>& DeviceMesh::group(const std::string& dim) const {
+  for (size_t d = 0; d < dims_.size(); ++d)
+    if (dims_[d].first == dim) return groups_[d];
+  return kNoGroup;
+}
+
+std::string DeviceMesh::describe() const {
+  std::string out;
+  for (const auto& [name, size] : dims_) out += (out.empty() ? "" : " x ") + name + "=" + std::to_string(size);
+  return out.empty() ? "one process" : out;
+}
+
+void DeviceMesh::all_reduce_sum(at::Tensor& values) const {
+  if (!world_) return;
+  std::vector<at::Tensor> buffers{values};
+  world_->allreduce(buffers)->wait();
+}
+
+void DeviceMesh::barrier() const {
+  if (world_) world_->barrier()->wait();
+}
+
+}  // namespace mm::dist

@@ -1,0 +1,52 @@
+// The ranks of a job laid out as a named grid, as torch's DeviceMesh: e.g. (dp_replicate=2,
+// dp_shard=2) puts ranks 0,1 in one sharding group and 2,3 in another, and pairs 0-2 and 1-3
+// for replication. Rank = row-major index of its coordinates. Dimensions not used yet (cp, tp,
+// pp, ep) are size 1; each dimension of size > 1 gets a Gloo sub-group over the ranks that
+// share every other coordinate. A one-process mesh has no groups at all.
+#pragma once
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mm/dist/process_group.h"
+
+namespace mm::dist {
+
+class DeviceMesh {
+ public:
+  using Dims = std::vector<std::pair<std::string, int64_t>>;
+
+  // One process, every dimension of size 1 (no collectives are ever issued).
+  DeviceMesh() = default;
+  // Builds the groups. The product of the sizes must equal the job's world size.
+  DeviceMesh(const Rendezvous& job, Dims dims);
+
+  int64_t rank() const { return rank_; }
+  int64_t world_size() const { return world_size_; }
+  bool is_main() const { return rank_ == 0; }  // the rank that logs and writes shared files
+
+  int64_t size(const std::string& dim) const;        // 1 for a dimension not in the mesh
+  int64_t coordinate(const std::string& dim) const;  // this rank's index along it (0 if absent)
+  // The group along `dim` (its size ranks), or null when the size is 1.
+  const c10::intrusive_ptr<c10d::Backend>& group(const std::string& dim) const;
+  // All ranks of the job, or null for one process.
+  const c10::intrusive_ptr<c10d::Backend>& world() const { return world_; }
+  const Dims& dims() const { return dims_; }
+  std::string describe() const;  // "dp_replicate=2 x dp_shard=2"
+
+  // Sums `values` over the whole job in place (a no-op for one process).
+  void all_reduce_sum(at::Tensor& values) const;
+  void barrier() const;
+
+ private:
+  Dims dims_;
+  std::vector<int64_t> coordinates_;
+  std::vector<c10::intrusive_ptr<c10d::Backend>> groups_;
+  c10::intrusive_ptr<c10d::Backend> world_;
+  int64_t rank_ = 0, world_size_ = 1;
+};
+
+}  // namespace mm::dist

@@ -1,0 +1,460 @@
+#include "mm/dist/fully_shard.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include "mm/core/error.h"
+
+namespace mm::dist {
+
+struct FullyShardedModel::Param {
+  std::string name;
+  at::Tensor full;   // the module's tensor; storage freed while its unit is resharded
+  at::Tensor local;  // sharded: this rank's padded rows (fp32 leaf); replicated: == full
+  int64_t rows = 0;          // dim 0 of the whole parameter
+  int64_t rows_per_shard = 0;
+  int64_t local_numel = 0;   // rows_per_shard * (elements per row)
+};
+
+struct FullyShardedModel::Unit {
+  std::string name;
+  torch::nn::Module* block = nullptr;
+  Placement placement = Placement::shard;
+  std::vector<Param> params;
+  bool gathered = true;  // the module's tensors hold the whole parameters
+  // An all-gather in flight (prefetched).
+  c10::intrusive_ptr<c10d::Work> gather_work;
+  at::Tensor gather_out;
+  // A gradient reduction in flight, unpacked by finish_backward.
+  c10::intrusive_ptr<c10d::Work> reduce_work;
+  at::Tensor reduce_out;
+  bool backward_done = false;  // post_backward ran in this micro-batch
+  std::function<void()> on_post_backward;  // what the unit's backward hook calls
+};
+
+namespace {
+
+int64_t numel_per_row(const at::Tensor& t) { return t.dim() == 0 ? 1 : t.numel() / std::max<int64_t>(t.size(0), 1); }
+
+// Frees / re-allocates a tensor's storage in place: autograd and views keep referring to the same
+// storage object, which is how a parameter saved for backward can be freed after forward and
+// refilled before backward.
+void free_storage(const at::Tensor& t) {
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  if (storage->nbytes() == 0) return;
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  storage->set_nbytes(0);
+}
+
+void allocate_storage(const at::Tensor& t) {
+  auto* storage = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  if (storage->nbytes() == bytes) return;
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+// Runs post_backward of a unit when autograd reaches the unit's input, i.e. after every
+// gradient of the unit has been computed and accumulated (AccumulateGrad nodes run before any
+// other ready node).
+struct PostBackwardHook : torch::autograd::Function<PostBackwardHook> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor input, at::Tensor anchor,
+                            std::function<void()>* callback) {
+    (void)anchor;
+    ctx->saved_data["callback"] = reinterpret_cast<int64_t>(callback);
+    ctx->saved_data["input_requires_grad"] = input.requires_grad();
+    return input.view_as(input);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    (*reinterpret_cast<std::function<void()>*>(ctx->saved_data["callback"].toInt()))();
+    const bool input_requires_grad = ctx->saved_data["input_requires_grad"].toBool();
+    return {input_requires_grad ? grads[0] : at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMesh& mesh, ShardingOptions options,
+                                     c10::Device compute_device)
+    : mesh_(mesh),
+      options_(options),
+      compute_device_(compute_device),
+      storage_device_(options.cpu_offload ? c10::Device(c10::kCPU) : compute_device) {
+  shard_group_ = mesh.group("dp_shard");
+  replicate_group_ = mesh.group("dp_replicate");
+  dp_group_ = mesh.world();
+  shard_index_ = mesh.coordinate("dp_shard");
+  shard_count_ = mesh.size("dp_shard");
+  torch::NoGradGuard no_grad;
+  for (auto& spec : specs) {
+    Unit unit;
+    unit.name = spec.name;
+    unit.block = spec.block;
+    // One shard is no sharding: such a unit is replicated over all data-parallel ranks.
+    unit.placement = shard_count_ == 1 ? Placement::replicate : spec.placement;
+    for (auto& [name, tensor] : spec.params) {
+      Param p;
+      p.name = name;
+      p.full = tensor;
+      p.rows = tensor.dim() == 0 ? 1 : tensor.size(0);
+      unit.params.push_back(std::move(p));
+    }
+    if (unit.block) unit_of_block_[unit.block] = units_.size();
+    units_.push_back(std::move(unit));
+  }
+  for (size_t i = 0; i < units_.size(); ++i) {
+    units_[i].on_post_backward = [this, i] { post_backward(i); };
+    shard_unit(units_[i]);
+  }
+}
+
+FullyShardedModel::~FullyShardedModel() {
+  // Collectives still in flight write into buffers owned here.
+  for (auto& unit : units_) {
+    try {
+      if (unit.gather_work) unit.gather_work->wait();
+      if (unit.reduce_work) wait(unit.reduce_work);
+    } catch (...) {
+    }
+  }
+}
+
+void FullyShardedModel::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work->wait();
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double FullyShardedModel::take_wait_seconds() {
+  const double seconds = wait_seconds_;
+  wait_seconds_ = 0;
+  return seconds;
+}
+
+bool FullyShardedModel::sharded(const Unit& unit) const { return unit.placement == Placement::shard; }
+
+void FullyShardedModel::shard_unit(Unit& unit) {
+  for (auto& p : unit.params) {
+    Layout layout;
+    layout.shape = p.full.sizes().vec();
+    layout.sharded = sharded(unit);
+    layout.shards = layout.sharded ? shard_count_ : 1;
+    if (!sharded(unit)) {
+      p.local = p.full;
+      p.rows_per_shard = p.rows;
+      p.local_numel = p.full.numel();
+      layouts_[p.name] = layout;
+      continue;
+    }
+    MM_CHECK(p.full.dim() >= 1, "sharding ", p.name, ": a 0-dim parameter cannot be cut on dim 0");
+    p.rows_per_shard = (p.rows + shard_count_ - 1) / shard_count_;
+    p.local_numel = p.rows_per_shard * numel_per_row(p.full);
+    layout.rows_per_shard = p.rows_per_shard;
+    layouts_[p.name] = layout;
+    // The fp32 master slice; the module's tensor becomes a param_dtype buffer of its own.
+    p.local = local_slice(p.name, p.full).to(storage_device_, at::kFloat).requires_grad_(p.full.requires_grad());
+    p.full.set_data(torch::empty(p.full.sizes(), p.full.options().dtype(options_.param_dtype).device(compute_device_)));
+  }
+  if (sharded(unit)) reshard(unit);
+}
+
+at::Tensor FullyShardedModel::local_slice(const std::string& name, const at::Tensor& whole) const {
+  const Param& p = param(name);
+  const auto& layout = layouts_.at(name);
+  MM_CHECK(whole.sizes() == at::IntArrayRef(layout.shape), name, ": shape ", whole.sizes(), ", expected ",
+           at::IntArrayRef(layout.shape));
+  if (!layout.sharded) return whole;
+  auto shape = whole.sizes().vec();
+  shape[0] = p.rows_per_shard;
+  auto out = torch::zeros(shape, whole.options().device(storage_device_));
+  const int64_t begin = std::min(p.rows, shard_index_ * p.rows_per_shard);
+  const int64_t valid = std::min(p.rows - begin, p.rows_per_shard);
+  if (valid > 0) out.narrow(0, 0, valid).copy_(whole.narrow(0, begin, valid));
+  return out;
+}
+
+at::Tensor FullyShardedModel::checkpoint_piece(const std::string& name, const at::Tensor& local) const {
+  const auto& layout = layouts_.at(name);
+  if (!layout.sharded) return local;
+  const Param& p = param(name);
+  const int64_t begin = std::min(p.rows, shard_index_ * p.rows_per_shard);
+  return local.narrow(0, 0, std::min(p.rows - begin, p.rows_per_shard));
+}
+
+const FullyShardedModel::Param& FullyShardedModel::param(const std::string& name) const {
+  for (const auto& unit : units_)
+    for (const auto& p : unit.params)
+      if (p.name == name) return p;
+  fail("sharded model: no parameter named ", name);
+}
+
+NamedTensorList FullyShardedModel::optimizer_parameters() const {
+  NamedTensorList out;
+  for (const auto& unit : units_)
+    for (const auto& p : unit.params)
+      if (p.local.requires_grad()) out.emplace_back(p.name, p.local);
+  return out;
+}
+
+void FullyShardedModel::start_gather(Unit& unit) {
+  if (unit.gathered || unit.gather_work || !sharded(unit)) return;
+  std::vector<at::Tensor> pieces;
+  int64_t total = 0;
+  for (const auto& p : unit.params) {
+    pieces.push_back(p.local.detach().reshape({-1}).to(compute_device_, options_.param_dtype));
+    total += p.local_numel;
+  }
+  auto in = torch::cat(pieces);
+  unit.gather_out = torch::empty({shard_count_ * total}, in.options());
+  unit.gather_work = shard_group_->_allgather_base(unit.gather_out, in);
+}
+
+void FullyShardedModel::unshard(Unit& unit) {
+  if (unit.gathered || !sharded(unit)) return;
+  start_gather(unit);
+  wait(unit.gather_work);
+  unit.gather_work.reset();
+  torch::NoGradGuard no_grad;
+  int64_t total = 0;
+  for (const auto& p : unit.params) total += p.local_numel;
+  const auto gathered = unit.gather_out.view({shard_count_, total});
+  int64_t offset = 0;
+  for (auto& p : unit.params) {
+    auto shape = p.full.sizes().vec();
+    shape[0] = shard_count_ * p.rows_per_shard;
+    const auto whole = gathered.narrow(1, offset, p.local_numel).reshape(shape).narrow(0, 0, p.rows);
+    allocate_storage(p.full);
+    // variable_data(): a view with its own version counter, so the copy does not count as an
+    // in-place change of a tensor autograd saved in forward.
+    p.full.variable_data().copy_(whole);
+    offset += p.local_numel;
+  }
+  unit.gather_out.reset();
+  unit.gathered = true;
+}
+
+void FullyShardedModel::reshard(Unit& unit) {
+  if (!sharded(unit) || gathered_for_export_) return;
+  if (unit.gather_work) {  // a prefetch nobody used
+    wait(unit.gather_work);
+    unit.gather_work.reset();
+    unit.gather_out.reset();
+  }
+  for (auto& p : unit.params) free_storage(p.full);
+  unit.gathered = false;
+}
+
+void FullyShardedModel::prefetch_after(size_t unit, bool backward) {
+  if (!options_.prefetch) return;
+  const auto& order = forward_order_;
+  const auto at = std::find(order.begin(), order.end(), unit);
+  if (at == order.end()) return;
+  if (backward) {
+    if (at != order.begin()) start_gather(units_[*(at - 1)]);
+  } else if (at + 1 != order.end()) {
+    start_gather(units_[*(at + 1)]);
+  }
+}
+
+BlockRunner FullyShardedModel::block_runner(BlockRunner inner) {
+  return [this, inner](torch::nn::Module& block, const BlockFn& run, const at::Tensor& input) -> at::Tensor {
+    const auto found = unit_of_block_.find(&block);
+    if (found == unit_of_block_.end()) return inner ? inner(block, run, input) : run(input);
+    const size_t index = found->second;
+    Unit& unit = units_[index];
+    unshard(unit);
+    const bool training = torch::GradMode::is_enabled();
+    if (training) {
+      current_order_.push_back(index);
+      prefetch_after(index, /*backward=*/false);
+    }
+    at::Tensor x = input;
+    if (training) {
+      // The anchor makes the hook part of the graph even when the input needs no gradient.
+      auto anchor = torch::empty({0}, input.options().requires_grad(true));
+      x = PostBackwardHook::apply(input, anchor, &unit.on_post_backward);
+    }
+    auto output = inner ? inner(block, run, x) : run(x);
+    if (training && output.requires_grad()) output.register_hook([this, index](const at::Tensor&) { pre_backward(index); });
+    if (training && options_.reshard_after_forward) reshard(unit);
+    return output;
+  };
+}
+
+void FullyShardedModel::begin_forward() {
+  if (!current_order_.empty()) forward_order_ = current_order_;
+  current_order_.clear();
+  for (auto& unit : units_) {
+    unit.backward_done = false;
+    if (!unit.block) unshard(unit);
+  }
+}
+
+void FullyShardedModel::pre_backward(size_t index) {
+  unshard(units_[index]);
+  prefetch_after(index, /*backward=*/true);
+}
+
+void FullyShardedModel::post_backward(size_t index) {
+  Unit& unit = units_[index];
+  unit.backward_done = true;
+  if (sharded(unit) || sync_) reduce_gradients(unit);
+  reshard(unit);
+}
+
+// Starts the unit's gradient reduction: the gradients are packed into one buffer per unit (cast
+// to reduce_dtype, each padded to whole slices) and reduce-scattered over dp_shard (sharded) or
+// all-reduced over every data-parallel rank (replicated). finish_backward unpacks the result.
+void FullyShardedModel::reduce_gradients(Unit& unit) {
+  MM_CHECK(!unit.reduce_work, "sharded model: unit ", unit.name, " reduced twice in one micro-batch");
+  if (!sharded(unit) && !dp_group_) return;  // one process: the gradients are final
+  std::vector<at::Tensor> pieces;
+  for (auto& p : unit.params) {
+    if (!p.full.requires_grad() && !p.local.requires_grad()) continue;
+    at::Tensor grad = p.full.grad();
+    if (!grad.defined()) grad = torch::zeros(p.full.sizes(), p.full.options());
+    grad = grad.to(options_.reduce_dtype);
+    if (sharded(unit)) {
+      std::vector<int64_t> pad(2 * static_cast<size_t>(grad.dim()), 0);
+      pad.back() = shard_count_ * p.rows_per_shard - p.rows;  // rows at the end of dim 0
+      grad = at::constant_pad_nd(grad, pad).reshape({shard_count_, p.local_numel});
+    } else {
+      grad = grad.reshape({1, -1});
+    }
+    pieces.push_back(grad);
+    if (sharded(unit)) p.full.mutable_grad() = at::Tensor();  // the whole gradient is not kept
+  }
+  if (pieces.empty()) return;
+  auto in = torch::cat(pieces, 1);  // [shards, packed local slices]
+  if (sharded(unit)) {
+    unit.reduce_out = torch::empty({in.size(1)}, in.options());
+    auto flat = in.reshape({-1});
+    unit.reduce_work = shard_group_->_reduce_scatter_base(unit.reduce_out, flat);
+  } else {
+    unit.reduce_out = in.reshape({-1});
+    if (dp_group_) {
+      std::vector<at::Tensor> buffers{unit.reduce_out};
+      unit.reduce_work = dp_group_->allreduce(buffers);
+    }
+  }
+}
+
+void FullyShardedModel::finish_backward() {
+  // Units whose hook did not run (root units, blocks that got no gradient), in a fixed order so
+  // every rank issues the same collectives.
+  for (size_t i = 0; i < units_.size(); ++i) {
+    Unit& unit = units_[i];
+    if (!unit.backward_done && (sharded(unit) || sync_)) reduce_gradients(unit);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& unit : units_) {
+    if (!unit.reduce_out.defined()) continue;
+    if (unit.reduce_work) wait(unit.reduce_work);
+    unit.reduce_work.reset();
+    int64_t offset = 0;
+    for (auto& p : unit.params) {
+      if (!p.full.requires_grad() && !p.local.requires_grad()) continue;
+      const auto piece = unit.reduce_out.narrow(0, offset, p.local_numel).view(p.local.sizes());
+      offset += p.local_numel;
+      if (sharded(unit)) {
+        auto converted = piece.to(storage_device_, p.local.scalar_type());
+        if (p.local.grad().defined())
+          p.local.mutable_grad().add_(converted);
+        else
+          p.local.mutable_grad() = converted.clone();
+      } else {
+        p.full.mutable_grad() = piece.to(p.full.scalar_type()).clone();
+      }
+    }
+    unit.reduce_out.reset();
+  }
+  // HSDP: the replicas' summed slices, once per optimizer step.
+  if (replicate_group_ && sync_) {
+    for (auto& unit : units_) {
+      if (!sharded(unit)) continue;
+      std::vector<at::Tensor> grads;
+      for (auto& p : unit.params)
+        if (p.local.grad().defined()) grads.push_back(p.local.grad().reshape({-1}));
+      if (grads.empty()) continue;
+      std::vector<at::Tensor> buffers{torch::cat(grads).to(options_.reduce_dtype)};
+      wait(replicate_group_->allreduce(buffers));
+      int64_t offset = 0;
+      for (auto& p : unit.params) {
+        if (!p.local.grad().defined()) continue;
+        p.local.mutable_grad().copy_(buffers[0].narrow(0, offset, p.local.numel()).view(p.local.sizes()));
+        offset += p.local.numel();
+      }
+    }
+  }
+  gradient_bytes_ = 0;
+  for (const auto& unit : units_)
+    for (const auto& p : unit.params)
+      if (p.local.grad().defined())
+        gradient_bytes_ += p.local.grad().numel() * static_cast<int64_t>(p.local.grad().element_size());
+  for (auto& unit : units_) reshard(unit);
+}
+
+double FullyShardedModel::clip_grad_norm(double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> sharded_grads, replicated_grads;
+  for (const auto& unit : units_)
+    for (const auto& p : unit.params)
+      if (p.local.grad().defined()) (sharded(unit) ? sharded_grads : replicated_grads).push_back(p.local.grad());
+  auto squares = [](const std::vector<at::Tensor>& grads) {
+    if (grads.empty()) return torch::zeros({}, torch::kFloat);
+    return at::stack(at::_foreach_norm(grads, 2)).to(torch::kCPU, torch::kFloat).square().sum();
+  };
+  auto sharded_sq = squares(sharded_grads).reshape({1});
+  if (shard_group_) {
+    std::vector<at::Tensor> buffers{sharded_sq};
+    wait(shard_group_->allreduce(buffers));
+  }
+  const auto total = (sharded_sq[0] + squares(replicated_grads)).sqrt();
+  const double norm = total.item<double>();
+  if (max_norm > 0 && std::isfinite(norm)) {
+    const auto coef = at::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+    for (auto* grads : {&sharded_grads, &replicated_grads})
+      if (!grads->empty()) at::_foreach_mul_(*grads, coef.to(grads->front().device()));
+  }
+  return norm;
+}
+
+NamedTensorList FullyShardedModel::checkpoint_pieces() const {
+  NamedTensorList out;
+  for (const auto& unit : units_)
+    for (const auto& p : unit.params) out.emplace_back(p.name, checkpoint_piece(p.name, p.local.detach()));
+  return out;
+}
+
+void FullyShardedModel::load_whole(const NamedTensorList& whole, const std::string& source) {
+  std::map<std::string, at::Tensor> by_name(whole.begin(), whole.end());
+  torch::NoGradGuard no_grad;
+  for (auto& unit : units_)
+    for (auto& p : unit.params) {
+      const auto found = by_name.find(p.name);
+      MM_CHECK(found != by_name.end(), source, ": no tensor ", p.name);
+      MM_CHECK(found->second.sizes() == at::IntArrayRef(layouts_.at(p.name).shape), source, ": ", p.name,
+               " has shape ", found->second.sizes(), ", the model ", at::IntArrayRef(layouts_.at(p.name).shape));
+      p.local.variable_data().copy_(local_slice(p.name, found->second));
+    }
+}
+
+void FullyShardedModel::gather_all_for_export() {
+  for (auto& unit : units_) unshard(unit);
+  gathered_for_export_ = true;
+}
+
+ShardedMemory FullyShardedModel::memory() const {
+  ShardedMemory m;
+  for (const auto& unit : units_)
+    for (const auto& p : unit.params) m.parameter_bytes += p.local.numel() * static_cast<int64_t>(p.local.element_size());
+  m.gradient_bytes = gradient_bytes_;
+  return m;
+}
+
+}  // namespace mm::dist

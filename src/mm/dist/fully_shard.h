@@ -1,0 +1,153 @@
+// FSDP2-style sharded data parallelism, on c10d collectives.
+//
+// A model is cut into units: each transformer block is one (it runs through the models'
+// BlockRunner hook), and the parameters outside every block form "root" units (embeddings, final
+// norm, head; the vision patch embedding and merger). A unit is either
+//  - sharded over the mesh's dp_shard dimension: every parameter is cut on dim 0 into equal
+//    slices (the last ones zero-padded), this rank keeps its slice as an fp32 leaf tensor (what
+//    the optimizer updates), and the module's own tensor only holds the gathered parameter while
+//    the unit computes: all-gathered before its forward (the next unit's gather is prefetched
+//    meanwhile), freed after it (reshard_after_forward), gathered again before its backward,
+//    its gradient reduce-scattered right after its backward and freed; with dp_replicate > 1
+//    (HSDP) the reduced slices are also all-reduced over the replicas; or
+//  - replicated: the module's tensor is the parameter, and its gradient is all-reduced over all
+//    data-parallel ranks once per optimizer step (plain DDP, bucketed by unit).
+// The module's parameter tensors stay the same objects the model code uses; sharding frees and
+// re-allocates their storage (as FSDP2 does), so the models need no change.
+//
+// Contract: all ranks run the same units in the same order in every micro-batch (as with torch's
+// FSDP); e.g. a text-only micro-batch on one rank while another has images would stall the
+// sharded vision blocks' all-gathers until the timeout.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mm/dist/device_mesh.h"
+#include "mm/models/common/block_runner.h"
+
+namespace mm::dist {
+
+using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
+
+enum class Placement { shard, replicate };
+
+struct UnitSpec {
+  std::string name;                    // "model.layers.3", "language root" ... (logs, errors)
+  torch::nn::Module* block = nullptr;  // the module a BlockRunner is called with; null: a root unit
+  NamedTensorList params;              // the unit's parameters by checkpoint name
+  Placement placement = Placement::shard;
+};
+
+struct ShardingOptions {
+  bool reshard_after_forward = true;     // free gathered blocks after forward, gather again in backward
+  bool prefetch = true;                  // start the next unit's all-gather before this one computes
+  at::ScalarType param_dtype = at::kFloat;   // dtype blocks compute in (bf16: mixed precision)
+  at::ScalarType reduce_dtype = at::kFloat;  // dtype gradients are summed in
+  bool cpu_offload = false;  // sharded parameters, their gradients (and so the optimizer) on the CPU
+};
+
+// Bytes this rank holds between steps.
+struct ShardedMemory {
+  int64_t parameter_bytes = 0;  // local slices (sharded) + whole tensors (replicated)
+  int64_t gradient_bytes = 0;   // local gradients after the last finish_backward
+};
+
+class FullyShardedModel {
+ public:
+  // Shards the units' parameters (their values must already be equal on every rank, e.g. the
+  // same init seed or checkpoint). Parameters on `compute_device`.
+  FullyShardedModel(std::vector<UnitSpec> units, const DeviceMesh& mesh, ShardingOptions options,
+                    c10::Device compute_device);
+  ~FullyShardedModel();
+  FullyShardedModel(const FullyShardedModel&) = delete;
+  FullyShardedModel& operator=(const FullyShardedModel&) = delete;
+
+  // The tensors an optimizer updates, by checkpoint name: local slices of sharded parameters,
+  // the parameters themselves when replicated. Only those that require grad.
+  NamedTensorList optimizer_parameters() const;
+
+  // A runner that gathers and reshards the block's unit around `inner` (e.g. recomputation),
+  // or around the block itself when `inner` is null.
+  BlockRunner block_runner(BlockRunner inner);
+
+  // Per micro-batch: begin_forward() before the model's forward (gathers the root units),
+  // finish_backward() after backward (reduces what is left, waits for every reduction, frees
+  // every gathered parameter). With gradient sync off, replicated units keep their local
+  // gradients for a later micro-batch to reduce (the last of a step must sync).
+  void set_requires_gradient_sync(bool sync) { sync_ = sync; }
+  void begin_forward();
+  void finish_backward();
+
+  // Global L2 norm of all gradients (each element counted once over the job), and clipping to
+  // max_norm when > 0. Same arithmetic as torch.nn.utils.clip_grad_norm_ up to summation order.
+  double clip_grad_norm(double max_norm);
+
+  // ---- checkpoints ----
+  // How a checkpoint stores each tensor: whole, or cut into `shards` row ranges of
+  // `rows_per_shard` (the last ones shorter or empty).
+  struct Layout {
+    std::vector<int64_t> shape;
+    bool sharded = false;
+    int64_t rows_per_shard = 0, shards = 1;
+  };
+  const std::map<std::string, Layout>& layouts() const { return layouts_; }
+  int64_t shard_index() const { return shard_index_; }
+  int64_t shard_count() const { return shard_count_; }
+  // This rank's piece of `tensor` (a parameter's local slice or optimizer state shaped like it):
+  // the unpadded rows for sharded parameters, the tensor itself when replicated.
+  at::Tensor checkpoint_piece(const std::string& name, const at::Tensor& local) const;
+  // The local (padded) slice of a whole tensor shaped like parameter `name`.
+  at::Tensor local_slice(const std::string& name, const at::Tensor& whole) const;
+  // This rank's parameters as checkpoint pieces.
+  NamedTensorList checkpoint_pieces() const;
+  // Sets every parameter from whole tensors by name (each must be present, shape checked).
+  void load_whole(const NamedTensorList& whole, const std::string& source);
+  // Gathers every sharded unit and keeps it gathered: the module holds all parameters, as
+  // before sharding (for export and evaluation after training). Collective.
+  void gather_all_for_export();
+
+  ShardedMemory memory() const;
+  // Seconds this rank spent blocked on collectives since the last call (the part of
+  // communication that computation did not hide).
+  double take_wait_seconds();
+  const DeviceMesh& mesh() const { return mesh_; }
+
+ private:
+  struct Param;
+  struct Unit;
+
+  void shard_unit(Unit& unit);
+  void start_gather(Unit& unit);
+  void unshard(Unit& unit);  // waits for a started gather or gathers now
+  void reshard(Unit& unit);
+  void pre_backward(size_t unit);
+  void post_backward(size_t unit);
+  void reduce_gradients(Unit& unit);
+  void prefetch_after(size_t unit, bool backward);
+  const Param& param(const std::string& name) const;
+  bool sharded(const Unit& unit) const;
+  void wait(const c10::intrusive_ptr<c10d::Work>& work);
+
+  const DeviceMesh& mesh_;
+  ShardingOptions options_;
+  c10::Device compute_device_, storage_device_;
+  c10::intrusive_ptr<c10d::Backend> shard_group_, replicate_group_, dp_group_;
+  int64_t shard_index_ = 0, shard_count_ = 1;
+  std::vector<Unit> units_;
+  std::map<torch::nn::Module*, size_t> unit_of_block_;
+  std::map<std::string, Layout> layouts_;
+  std::vector<size_t> forward_order_, current_order_;  // block units in the order forward runs them
+  bool sync_ = true;
+  bool gathered_for_export_ = false;
+  double wait_seconds_ = 0;
+  int64_t gradient_bytes_ = 0;
+};
+
+}  // namespace mm::dist
