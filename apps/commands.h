@@ -9,6 +9,7 @@ void add_infer_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 
 }  // namespace mm::cli

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   mm::cli::add_eval_command(app);
   mm::cli::add_data_command(app);
   mm::cli::add_export_command(app);
+  mm::cli::add_convert_command(app);
   mm::cli::add_launch_command(app);
   try {
     app.parse(argc, argv);

@@ -2,10 +2,7 @@
 // through TCPStore and Gloo's collectives give the right results across real processes (this
 // binary re-executed as each rank), and a missing master or a taken port ends in a clear error
 // within the timeout instead of a hang.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,20 +82,6 @@ const int kWorkerStatus = [] {
 
 // ---- parent side -------------------------------------------------------------------------------
 
-// A TCP port nobody listens on right now (the kernel's pick for an ephemeral bind).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Starts this binary as rank `rank` of `world` with the torchrun variables set.
 pid_t spawn_rank(int rank, int world, int port) {
   const std::vector<std::pair<std::string, std::string>> rank_vars = {
@@ -152,7 +135,7 @@ std::vector<int> wait_all(const std::vector<pid_t>& pids, std::chrono::seconds l
 
 void expect_collectives_right(int world) {
   ASSERT_TRUE(dist::gloo_available()) << "built without Gloo (install libgloo-dev and reconfigure)";
-  const int port = free_port();
+  const int port = testing::free_port();
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) pids.push_back(spawn_rank(r, world, port));
   const auto statuses = wait_all(pids, 120s);
@@ -224,7 +207,7 @@ TEST(ProcessGroup, UnreachableMasterIsAClearErrorWithinTheTimeout) {
   env.world_size = 2;
   env.local_world_size = 2;
   env.local_rank = 1;
-  env.master_port = free_port();  // nobody hosts a store there
+  env.master_port = testing::free_port();  // nobody hosts a store there
   dist::RendezvousOptions options;
   options.timeout = 2s;
   const auto start = std::chrono::steady_clock::now();

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -45,6 +50,21 @@ inline std::pair<int, std::string> run_command(const std::string& cmd, bool with
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int status = ::pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// A TCP port nobody listens on right now (the kernel's pick for an ephemeral bind), for a
+// rendezvous; tests run in parallel, so fixed ports would collide.
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace mm::testing

@@ -31,9 +31,6 @@ std::string numbered(const std::string& stem, int64_t index, int64_t count) {
     std::snprintf(buf, sizeof buf, "%s-%05lld.safetensors", stem.c_str(), static_cast<long long>(index));
   return buf;
 }
-std::string model_shard_file(int64_t shard, int64_t shards) { return numbered("model-shard", shard, shards); }
-std::string optimizer_shard_file(int64_t shard, int64_t shards) { return numbered("optimizer-shard", shard, shards); }
-std::string rng_rank_file(int64_t rank) { return numbered("rng-rank", rank, 0); }
 
 void fsync_path(const fs::path& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY);
@@ -92,7 +89,7 @@ std::string missing_part(const fs::path& dir) {
     if (!fs::is_regular_file(dir / kState)) return kState;
     const auto [shards, world] = sharding_counts(read_json(dir / kSharding), dir / kSharding);
     for (int64_t k = 0; k < shards; ++k)
-      for (const auto& f : {model_shard_file(k, shards), optimizer_shard_file(k, shards)})
+      for (const auto& f : {model_slice_file(k, shards), optimizer_slice_file(k, shards)})
         if (!fs::is_regular_file(dir / f)) return f;
     for (int64_t r = 0; r < world; ++r)
       if (!fs::is_regular_file(dir / rng_rank_file(r))) return rng_rank_file(r);
@@ -149,6 +146,14 @@ void keep_newest(const fs::path& checkpoints_dir, int keep_last, const std::stri
 }
 
 }  // namespace
+
+std::string model_slice_file(int64_t slice, int64_t slices) { return numbered("model-shard", slice, slices); }
+std::string optimizer_slice_file(int64_t slice, int64_t slices) { return numbered("optimizer-shard", slice, slices); }
+std::string rng_rank_file(int64_t rank) { return numbered("rng-rank", rank, 0); }
+
+nlohmann::json slice_layout_json(const std::vector<int64_t>& shape, bool sharded, int64_t rows_per_shard) {
+  return {{"shape", shape}, {"sharded", sharded}, {"rows_per_shard", rows_per_shard}};
+}
 
 std::string checkpoint_dir_name(int64_t step) {
   MM_CHECK(step >= 0, "checkpoint step must be >= 0, got ", step);
@@ -230,8 +235,8 @@ fs::path save_sharded_training_checkpoint(const fs::path& checkpoints_dir, int64
   }
   ranks.barrier();
   if (ranks.writes_pieces) {
-    save_safetensors(tmp / model_shard_file(ranks.shard, ranks.shards), piece.model);
-    save_safetensors(tmp / optimizer_shard_file(ranks.shard, ranks.shards), piece.optimizer);
+    save_safetensors(tmp / model_slice_file(ranks.shard, ranks.shards), piece.model);
+    save_safetensors(tmp / optimizer_slice_file(ranks.shard, ranks.shards), piece.optimizer);
   }
   save_safetensors(tmp / rng_rank_file(ranks.rank), piece.rng);
   if (ranks.rank == 0) {
@@ -322,8 +327,8 @@ WholeTrainingCheckpoint load_whole_training_checkpoint(const fs::path& dir, int6
   out.saved_world_size = world;
   std::vector<Checkpoint> model_slices, optimizer_slices;
   for (int64_t k = 0; k < shards; ++k) {
-    model_slices.push_back(Checkpoint::open(dir / model_shard_file(k, shards)));
-    optimizer_slices.push_back(Checkpoint::open(dir / optimizer_shard_file(k, shards)));
+    model_slices.push_back(Checkpoint::open(dir / model_slice_file(k, shards)));
+    optimizer_slices.push_back(Checkpoint::open(dir / optimizer_slice_file(k, shards)));
   }
   out.model = whole_tensors(sharding.value("model", nlohmann::json()), model_slices, dir / kSharding, "model");
   out.optimizer =

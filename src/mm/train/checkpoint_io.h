@@ -78,6 +78,12 @@ struct ShardedWrite {
   std::function<void()> barrier;  // over all ranks
 };
 
+// File names of the layout above, and one tensor's entry in sharding.json.
+std::string model_slice_file(int64_t slice, int64_t slices);
+std::string optimizer_slice_file(int64_t slice, int64_t slices);
+std::string rng_rank_file(int64_t rank);
+nlohmann::json slice_layout_json(const std::vector<int64_t>& shape, bool sharded, int64_t rows_per_shard);
+
 // `piece`: this rank's model and optimizer pieces, its rng, and (rank 0) the state and extra files.
 std::filesystem::path save_sharded_training_checkpoint(const std::filesystem::path& checkpoints_dir, int64_t step,
                                                        const TrainingCheckpoint& piece, int keep_last,

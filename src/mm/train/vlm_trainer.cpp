@@ -384,9 +384,9 @@ void Run::save(int64_t step) {
     ranks.writes_pieces = mesh_->coordinate("dp_replicate") == 0;
     ranks.barrier = [this] { mesh_->barrier(); };
     auto layout_json = [](const dist::FullyShardedModel::Layout& l) {
-      return nlohmann::json{{"shape", l.shape}, {"sharded", l.sharded}, {"rows_per_shard", l.rows_per_shard}};
+      return slice_layout_json(l.shape, l.sharded, l.rows_per_shard);
     };
-    nlohmann::json model_layout, optimizer_layout;
+    nlohmann::json model_layout = nlohmann::json::object(), optimizer_layout = nlohmann::json::object();
     ckpt.model = parallel_->checkpoint_pieces();
     for (const auto& [name, layout] : parallel_->layouts()) model_layout[name] = layout_json(layout);
     // Buffers (rotary tables) are not sharded: whole, in slice 0's file.

@@ -1,0 +1,112 @@
+#include "mm/train/checkpoint_convert.h"
+
+#include <torch/torch.h>
+
+#include "mm/checkpoint/hf_export.h"
+#include "mm/core/error.h"
+#include "mm/core/log.h"
+#include "mm/core/rng.h"
+#include "mm/core/safetensors.h"
+#include "mm/data/sampler.h"
+#include "mm/models/common/weights.h"
+#include "mm/models/vlm_model.h"
+#include "mm/train/checkpoint_export.h"
+#include "mm/train/checkpoint_io.h"
+
+namespace fs = std::filesystem;
+
+namespace mm {
+namespace {
+
+bool is_hf_model_dir(const fs::path& dir) {
+  return fs::is_regular_file(dir / "config.json") &&
+         (fs::is_regular_file(dir / "model.safetensors") || fs::is_regular_file(dir / "model.safetensors.index.json"));
+}
+
+// Slice k of whole tensors cut on dim 0 into `slices` row ranges (the last ones short or empty);
+// 0-dim tensors are kept whole, in slice 0. Fills `layout` with each tensor's entry.
+NamedTensors slice_of(const NamedTensors& whole, int64_t k, int64_t slices, nlohmann::json& layout) {
+  NamedTensors out;
+  for (const auto& [name, t] : whole) {
+    const bool cut = t.dim() >= 1 && slices > 1;
+    const int64_t rows = cut ? t.size(0) : 0;
+    const int64_t per = cut ? (rows + slices - 1) / slices : 0;
+    layout[name] = slice_layout_json(t.sizes().vec(), cut, per);
+    if (!cut) {
+      if (k == 0) out.emplace_back(name, t);
+      continue;
+    }
+    const int64_t begin = std::min(rows, k * per);
+    out.emplace_back(name, t.narrow(0, begin, std::min(rows - begin, per)));
+  }
+  return out;
+}
+
+// The sampler positions of `state` (as the trainer saves them) split over `ranks` ranks.
+nlohmann::json data_positions_for(const nlohmann::json& state, int64_t ranks, const std::string& where) {
+  std::vector<SamplerState> saved;
+  if (state.contains("data_ranks"))
+    for (const auto& d : state.at("data_ranks")) saved.push_back(SamplerState::from_json(d, where + ": data_ranks"));
+  else
+    saved.push_back(SamplerState::from_json(state.at("data"), where + ": data"));
+  for (const auto& s : saved)
+    MM_CHECK(s == saved.front(), where, ": the ranks that saved stopped at different data positions, so the "
+             "position cannot be split over ", ranks, " ranks");
+  const int64_t global = saved.front().cursor * static_cast<int64_t>(saved.size());
+  MM_CHECK(global % ranks == 0, where, ": data position ", global, " does not split evenly over ", ranks, " ranks");
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t r = 0; r < ranks; ++r) out.push_back(SamplerState{saved.front().epoch, global / ranks}.to_json());
+  return out;
+}
+
+void write_sharded(const WholeTrainingCheckpoint& whole, const fs::path& assets, int64_t slices, const fs::path& to) {
+  const fs::path tmp = to.string() + ".tmp-convert";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  nlohmann::json model_layout = nlohmann::json::object(), optimizer_layout = nlohmann::json::object();
+  for (int64_t k = 0; k < slices; ++k) {
+    save_safetensors(tmp / model_slice_file(k, slices), slice_of(whole.model, k, slices, model_layout));
+    save_safetensors(tmp / optimizer_slice_file(k, slices), slice_of(whole.optimizer, k, slices, optimizer_layout));
+    save_safetensors(tmp / rng_rank_file(k), whole.rng);
+  }
+  nlohmann::json sharding = {{"shards", slices}, {"world_size", slices}, {"model", model_layout},
+                             {"optimizer", optimizer_layout}};
+  auto state = whole.state;
+  state["data_ranks"] = data_positions_for(whole.state, slices, (whole.dir / "trainer_state.json").string());
+  state["data"] = state["data_ranks"][0];
+  state["world_size"] = slices;
+  write_file_atomic(tmp / "sharding.json", sharding.dump(1) + "\n");
+  write_file_atomic(tmp / "trainer_state.json", state.dump(2) + "\n");
+  fs::copy_file(assets / "config.json", tmp / "config.json");
+  for (const auto& file : hf_asset_files(assets)) fs::copy_file(file, tmp / file.filename());
+  if (fs::exists(to)) fs::remove(to);  // an empty directory (checked by the caller)
+  fs::rename(tmp, to);
+}
+
+}  // namespace
+
+fs::path convert_checkpoint(const ConvertOptions& options) {
+  MM_CHECK(options.slices >= 0, "--slices must not be negative");
+  MM_CHECK(!fs::exists(options.to) || (fs::is_directory(options.to) && fs::is_empty(options.to)), "--to ",
+           options.to.string(), " already exists and is not an empty directory");
+  if (is_hf_model_dir(options.from) && !fs::is_regular_file(options.from / "trainer_state.json")) {
+    MM_CHECK(options.slices >= 1, options.from.string(), " is already a Hugging Face model; give --slices N to "
+             "make a sharded training checkpoint of it");
+    // Through the model, so the checkpoint uses the trainer's tensor names.
+    auto model = Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(options.from, torch::kFloat32);
+    WholeTrainingCheckpoint whole;
+    whole.dir = options.from;
+    whole.model = named_weights(*model);
+    whole.rng = capture_rng_state().to_tensors();
+    whole.state = {{"step", 0}, {"data", SamplerState{}.to_json()}, {"skipped", nlohmann::json::object()},
+                   {"lora", nullptr}};
+    write_sharded(whole, options.from, options.slices, options.to);
+    return options.from;
+  }
+  const auto dir = resolve_training_checkpoint(options.from);
+  if (options.slices == 0) return export_training_checkpoint(dir, options.to);
+  write_sharded(load_whole_training_checkpoint(dir), dir, options.slices, options.to);
+  return dir;
+}
+
+}  // namespace mm

@@ -1,0 +1,280 @@
+// Multi-process training equals one process: `mmtrain launch` runs real ranks over Gloo (DP,
+// FSDP, HSDP, per-tower placements, torchrun) on the tiny shapes model, and their 10 losses and
+// final weights must equal a single process with the same global batch. Also: the training
+// state per rank shrinks as 1/N under FSDP, a checkpoint saved by 4 ranks resumes on 2 and on 1
+// with the losses of the uninterrupted run, and a killed rank stops the job with its name.
+#include <fstream>
+
+#include "mm/core/safetensors.h"
+#include "testing.h"
+
+namespace mm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::kMmtrain;
+using testing::run_command;
+
+constexpr int kSteps = 10;
+constexpr int kGlobalBatch = 8;  // samples per optimizer step, over all ranks
+constexpr int kGradAccum = 2;    // every layout accumulates two micro-batches per step
+
+const fs::path& shapes_data() {
+  static const fs::path dir = [] {
+    auto d = testing::temp_dir("dp_data");
+    auto [status, out] = run_command(kMmtrain + " data synth --kind shapes --out " + d.string() +
+                                     " --train 96 --test 8 --seed 4");
+    EXPECT_EQ(status, 0) << out;
+    return d;
+  }();
+  return dir;
+}
+
+fs::path write_config(const fs::path& dir) {
+  fs::create_directories(dir);
+  const auto path = dir / "run.yaml";
+  std::ofstream(path) << "model:\n  path: " << (testing::kSourceDir / "examples/qwen2.5vl/tiny-shapes").string()
+                      << "\n  from_scratch: true\n  init_seed: 5\n"
+                      << "data:\n  train: " << (shapes_data() / "train.jsonl").string()
+                      << "\n  max_seq_len: 256\n  num_workers: 1\n"
+                      << "train:\n  seed: 9\n  grad_accum: " << kGradAccum << "\n  max_steps: " << kSteps
+                      << "\n  threads: 1\n  max_grad_norm: 1.0\n"
+                      << "optim:\n  lr: 2.0e-3\n  weight_decay: 0.01\n"
+                      << "schedule:\n  kind: cosine\n  warmup_steps: 2\n"
+                      << "output:\n  dir: " << (dir / "run").string() << "\n  tensorboard: false\n";
+  return path;
+}
+
+struct RunResult {
+  fs::path dir;  // <dir>/run is the output directory
+  int status = -1;
+  std::string output;
+};
+
+// `mmtrain train` on `ranks` processes (1: no launcher) with `settings` as --set overrides; the
+// micro-batch makes the global batch kGlobalBatch.
+RunResult train(const std::string& name, int ranks, const std::string& settings = "", const std::string& env = "") {
+  RunResult run;
+  run.dir = testing::temp_dir("dp_" + name);
+  const std::string args = "train " + write_config(run.dir).string() +
+                           " --set train.micro_batch_size=" + std::to_string(kGlobalBatch / kGradAccum / ranks) +
+                           " " + settings;
+  const std::string launch = ranks == 1 ? kMmtrain + " "
+                                        : kMmtrain + " launch --nproc-per-node " + std::to_string(ranks) +
+                                              " --master-port " + std::to_string(testing::free_port()) + " -- ";
+  std::tie(run.status, run.output) = run_command(env + " OMP_NUM_THREADS=1 " + launch + args);
+  return run;
+}
+
+std::vector<nlohmann::json> records(const fs::path& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::map<int64_t, double> losses_of(const RunResult& run) {
+  std::map<int64_t, double> losses;
+  for (const auto& r : records(run.dir / "run"))
+    if (r.contains("step")) losses[r["step"].get<int64_t>()] = r["loss"].get<double>();
+  return losses;
+}
+
+// The single-process run every layout is compared with (computed once).
+const RunResult& reference() {
+  static const RunResult run = train("single", 1);
+  return run;
+}
+
+// ||a - b|| / ||a|| over one tensor. (The elementwise maximum is not the measure: AdamW divides
+// by the root of the squared-gradient average, so a near-zero gradient element turns summation-
+// order rounding into a visible step; after 10 steps single elements of a zero-initialized bias
+// differ by ~1e-5 of the tensor's largest value while the tensor as a whole agrees to ~4e-6.)
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const auto x = a.to(torch::kDouble), y = b.to(torch::kDouble);
+  return ((x - y).norm() / x.norm().clamp_min(1e-12)).item<double>();
+}
+
+// Same 10 losses and same final weights as one process, within 1e-5 relative.
+void expect_equal_to_single_process(const RunResult& run) {
+  ASSERT_EQ(reference().status, 0) << reference().output;
+  ASSERT_EQ(run.status, 0) << run.output;
+  const auto expected = losses_of(reference()), got = losses_of(run);
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
+  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+  const auto a = Checkpoint::open(reference().dir / "run" / "final");
+  const auto b = Checkpoint::open(run.dir / "run" / "final");
+  ASSERT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const auto& name : a.names()) {
+    const double err = relative_error(a.tensor(name), b.tensor(name));
+    EXPECT_LE(err, 1e-5) << name;
+    worst = std::max(worst, err);
+  }
+  std::cout << "largest relative weight difference to one process: " << worst << "\n";
+}
+
+TEST(DataParallel, TwoReplicasEqualOneProcess) {
+  expect_equal_to_single_process(train("dp2", 2, "--set parallel.dp_shard=1"));
+}
+
+TEST(DataParallel, FsdpOverTwoRanksEqualsOneProcess) {
+  expect_equal_to_single_process(train("fsdp2", 2, "--set parallel.dp_shard=2"));
+}
+
+TEST(DataParallel, FsdpOverFourRanksEqualsOneProcess) {
+  expect_equal_to_single_process(train("fsdp4", 4, "--set parallel.dp_shard=4"));
+}
+
+TEST(DataParallel, HsdpTwoByTwoEqualsOneProcess) {
+  expect_equal_to_single_process(train("hsdp", 4, "--set parallel.dp_shard=2"));
+}
+
+// Gathered blocks kept from forward to backward, no prefetch, recomputation inside the sharded
+// blocks: the schedule of collectives changes, the numbers must not.
+TEST(DataParallel, FsdpVariantsEqualOneProcess) {
+  expect_equal_to_single_process(train("fsdp_variants", 2,
+                                       "--set parallel.reshard_after_forward=false --set parallel.prefetch=false "
+                                       "--set train.recompute=true --set parallel.cpu_offload=true"));
+}
+
+// Per-tower settings: the vision tower replicated (DDP), the language model sharded.
+TEST(DataParallel, ReplicatedVisionShardedLanguageEqualsOneProcess) {
+  expect_equal_to_single_process(train("mixed", 2, "--set parallel.vision=replicate --set parallel.language=shard"));
+}
+
+// torchrun from the oracle venv starts the ranks; mmtrain reads its environment.
+TEST(DataParallel, TorchrunNoPythonLaunchWorks) {
+  const auto torchrun = fs::path(testing::kPython).parent_path() / "torchrun";
+  ASSERT_TRUE(fs::exists(torchrun)) << torchrun << " (torch's launcher in the oracle venv)";
+  RunResult run;
+  run.dir = testing::temp_dir("dp_torchrun");
+  const std::string cmd = "OMP_NUM_THREADS=1 " + torchrun.string() + " --nproc-per-node 2 --master-port " +
+                          std::to_string(testing::free_port()) + " --no-python " + kMmtrain + " train " +
+                          write_config(run.dir).string() + " --set train.micro_batch_size=" +
+                          std::to_string(kGlobalBatch / kGradAccum / 2);
+  std::tie(run.status, run.output) = run_command(cmd);
+  expect_equal_to_single_process(run);
+}
+
+// Parameters + gradients + optimizer state on one rank, from the run summary.
+int64_t state_bytes(const RunResult& run) {
+  for (const auto& r : records(run.dir / "run"))
+    if (r.contains("summary")) {
+      const auto& c = r["summary"]["counters"];
+      const int64_t total = c["state_bytes.parameters"].get<int64_t>() + c["state_bytes.gradients"].get<int64_t>() +
+                            c["state_bytes.optimizer"].get<int64_t>();
+      std::cout << run.dir.filename().string() << ": parameters " << c["state_bytes.parameters"] << " B, gradients "
+                << c["state_bytes.gradients"] << " B, optimizer " << c["state_bytes.optimizer"] << " B, total "
+                << total << " B per rank\n";
+      return total;
+    }
+  ADD_FAILURE() << "no summary in " << run.dir;
+  return 0;
+}
+
+TEST(DataParallel, FsdpKeepsAboutOneNthOfTheStatePerRank) {
+  ASSERT_EQ(reference().status, 0) << reference().output;
+  const double single = static_cast<double>(state_bytes(reference()));
+  for (int ranks : {2, 4}) {
+    const auto run = train("memory" + std::to_string(ranks), ranks, "--set train.max_steps=1");
+    ASSERT_EQ(run.status, 0) << run.output;
+    const double ratio = static_cast<double>(state_bytes(run)) / single;
+    std::cout << "FSDP=" << ranks << ": " << ratio << " of one process's bytes\n";
+    // 1/N plus the zero padding of the last slices.
+    EXPECT_GT(ratio, 1.0 / ranks);
+    EXPECT_LT(ratio, 1.0 / ranks * 1.02);
+  }
+}
+
+// A 4-rank FSDP run that saves at steps 5 and 10 (shared by the checkpoint tests).
+const RunResult& fsdp4_with_checkpoints() {
+  static const RunResult run = train("fsdp4_saving", 4, "--set output.save_every=5 --set output.keep_last=3");
+  return run;
+}
+
+// Steps 6..10 of a run resumed from `checkpoint` on `ranks` ranks equal the uninterrupted run's.
+void expect_resume_continues(const fs::path& checkpoint, int ranks, const std::string& name) {
+  SCOPED_TRACE(name + " on " + std::to_string(ranks) + " rank(s)");
+  const auto& straight = fsdp4_with_checkpoints();
+  const auto resumed = train(name, ranks, "--set output.resume=" + checkpoint.string() + " --set parallel.dp_shard=" +
+                                              std::to_string(ranks));
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  const auto expected = losses_of(straight), got = losses_of(resumed);
+  ASSERT_EQ(got.size(), 5u);
+  for (int64_t step = 6; step <= kSteps; ++step)
+    EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * expected.at(step)) << "step " << step;
+}
+
+// Saved at step 5 by 4 FSDP ranks, resumed by 2 ranks and by one process.
+TEST(DataParallel, ShardedCheckpointResumesOnOtherLayouts) {
+  ASSERT_EQ(fsdp4_with_checkpoints().status, 0) << fsdp4_with_checkpoints().output;
+  const auto saved = fsdp4_with_checkpoints().dir / "run" / "checkpoints" / "step-00000005";
+  ASSERT_TRUE(fs::exists(saved / "sharding.json"));
+  for (int ranks : {2, 1}) expect_resume_continues(saved, ranks, "resume_on" + std::to_string(ranks));
+}
+
+// `mmtrain convert` re-cuts the 4-slice checkpoint into 2 slices, which 2 ranks resume from.
+TEST(DataParallel, ConvertedCheckpointResumes) {
+  ASSERT_EQ(fsdp4_with_checkpoints().status, 0) << fsdp4_with_checkpoints().output;
+  const auto saved = fsdp4_with_checkpoints().dir / "run" / "checkpoints" / "step-00000005";
+  const auto converted = testing::temp_dir("dp_convert") / "two_slices";
+  auto [status, output] = run_command(kMmtrain + " convert --from " + saved.string() + " --to " +
+                                      converted.string() + " --slices 2");
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_TRUE(fs::exists(converted / "model-shard-00001-of-00002.safetensors"));
+  expect_resume_continues(converted, 2, "resume_converted");
+}
+
+// The sharded step-10 checkpoint becomes a Hugging Face directory with the weights of the run's
+// final model (`mmtrain convert` and `mmtrain export` alike); that directory becomes a 3-slice
+// training checkpoint and back without a bit changed.
+TEST(DataParallel, ConvertsBetweenShardedAndHuggingFace) {
+  const auto& run = fsdp4_with_checkpoints();
+  ASSERT_EQ(run.status, 0) << run.output;
+  const auto dir = testing::temp_dir("dp_convert_hf");
+  const auto final_weights = Checkpoint::open(run.dir / "run" / "final");
+  auto expect_final_weights = [&](const fs::path& hf) {
+    const auto got = Checkpoint::open(hf);
+    ASSERT_EQ(final_weights.names(), got.names());
+    for (const auto& name : got.names())
+      EXPECT_TRUE(torch::equal(final_weights.tensor(name), got.tensor(name))) << hf << ": " << name;
+  };
+  for (const std::string& command : {"convert --from", "export --checkpoint"}) {
+    const auto out = dir / (command.substr(0, 6) + "_hf");
+    auto [status, output] = run_command(kMmtrain + " " + command + " " + (run.dir / "run").string() +
+                                        (command[0] == 'c' ? " --to " : " --to-hf ") + out.string());
+    ASSERT_EQ(status, 0) << output;
+    expect_final_weights(out);
+  }
+  auto [s1, o1] = run_command(kMmtrain + " convert --from " + (run.dir / "run" / "final").string() + " --to " +
+                              (dir / "three").string() + " --slices 3");
+  ASSERT_EQ(s1, 0) << o1;
+  auto [s2, o2] =
+      run_command(kMmtrain + " convert --from " + (dir / "three").string() + " --to " + (dir / "back").string());
+  ASSERT_EQ(s2, 0) << o2;
+  expect_final_weights(dir / "back");
+  auto [s3, o3] = run_command(kMmtrain + " convert --from " + (run.dir / "run" / "final").string() + " --to " +
+                              (dir / "back").string());
+  EXPECT_NE(s3, 0);
+  EXPECT_NE(o3.find("already exists"), std::string::npos) << o3;
+}
+
+TEST(DataParallel, KilledRankStopsTheJobAndIsNamed) {
+  const auto run = train("killed", 2, "--set parallel.timeout_s=60", "MM_FAULT_KILL_AT_STEP=3 MM_FAULT_KILL_RANK=1");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("rank 1"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("SIGKILL"), std::string::npos) << run.output;
+  EXPECT_FALSE(fs::exists(run.dir / "run" / "final")) << "no final model after a failed run";
+}
+
+TEST(DataParallel, ShardCountMustDivideTheRanks) {
+  const auto run = train("bad_shard", 2, "--set parallel.dp_shard=3");
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.output.find("parallel.dp_shard=3 does not divide WORLD_SIZE=2"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace mm
