@@ -1,7 +1,11 @@
 // Training-step throughput and memory: forward + backward + clipping + fused AdamW on the
 // benchmark's small Qwen2.5-VL, for micro-batches of image conversations. The reference side,
 // tests/reference/bench_train.py, runs the same shapes through a plain PyTorch loop over
-// transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH -> one JSON line on stdout.
+// transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD] -> one JSON line on
+// stdout. Started as several ranks (mmtrain launch --program bench_train -- ...), every rank
+// trains BATCH samples of its own per step under data parallelism (DP_SHARD 1: replicated, 0:
+// sharded over all ranks); rank 0 prints tokens/s over all ranks and the step time split into
+// waiting on collectives and the rest (computation, with the communication it overlaps).
 // Sample k: <bos> + 20 + k % 7 text tokens, a 224x224 image (64 merged tokens), 30 + k % 5
 // prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch.
 #include <torch/torch.h>
@@ -11,9 +15,14 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <optional>
 
+#include "mm/dist/device_mesh.h"
+#include "mm/dist/fully_shard.h"
+#include "mm/dist/process_group.h"
 #include "mm/models/vlm_model.h"
 #include "mm/train/optimizer.h"
+#include "mm/train/vlm_sharding.h"
 #include "mm/train/vlm_step.h"
 
 namespace {
@@ -54,44 +63,69 @@ mm::TrainSample make_sample(const mm::Qwen2_5_VLConfig& config, int64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: bench_train MODEL_DIR THREADS STEPS BATCH\n";
+  if (argc != 5 && argc != 6) {
+    std::cerr << "usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD]\n";
     return 2;
   }
   torch::set_num_threads(std::stoi(argv[2]));
   const int steps = std::stoi(argv[3]);
   const int64_t batch = std::stoll(argv[4]);
+  const auto env = mm::dist::DistEnv::from_env();
   const int64_t rss_before_model = peak_rss_bytes();
   auto model = mm::Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(argv[1]);
   model->train();
   mm::NamedParams named;
-  std::vector<torch::Tensor> params;
-  for (auto& p : model->named_parameters()) {
-    named.emplace_back(p.key(), p.value());
-    params.push_back(p.value());
+  for (auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
+
+  std::optional<mm::dist::Rendezvous> job;
+  std::unique_ptr<mm::dist::DeviceMesh> mesh;
+  std::unique_ptr<mm::dist::FullyShardedModel> parallel;
+  int64_t shard = 1;
+  if (env.distributed()) {
+    shard = argc == 6 && std::stoll(argv[5]) > 0 ? std::stoll(argv[5]) : env.world_size;
+    job = mm::dist::rendezvous(env);
+    mesh = std::make_unique<mm::dist::DeviceMesh>(
+        *job, mm::dist::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+    parallel = std::make_unique<mm::dist::FullyShardedModel>(
+        mm::vlm_sharding_units(model, mm::dist::Placement::shard, mm::dist::Placement::shard), *mesh,
+        mm::dist::ShardingOptions{}, torch::Device(torch::kCPU));
+    auto runner = parallel->block_runner(nullptr);
+    model->model->block_runner = runner;
+    model->visual->block_runner = runner;
+    named = parallel->optimizer_parameters();
   }
+  std::vector<torch::Tensor> params;
+  for (auto& [_, p] : named) params.push_back(p);
   mm::AdamWConfig optim;
   optim.lr = 1e-5;
   optim.weight_decay = 0.01;
   mm::AdamW optimizer(named, optim);
-  torch::manual_seed(0);
+  torch::manual_seed(env.rank);
   std::vector<mm::TrainSample> samples;
-  for (int64_t k = 0; k < batch; ++k) samples.push_back(make_sample(model->config(), k));
+  for (int64_t k = 0; k < batch; ++k) samples.push_back(make_sample(model->config(), env.rank * batch + k));
   const std::vector<mm::TrainBatch> micro = {mm::collate_padded(samples, 0)};
   mm::StepOptions options;
   options.max_grad_norm = 1.0;
+  options.parallel = parallel.get();
 
   mm::train_step(model, optimizer, optim.lr, params, micro, options);  // warm-up
-  std::vector<double> seconds;
+  std::vector<double> seconds, waits;
   int64_t tokens = 0;
   for (int i = 0; i < steps; ++i) {
+    if (mesh) mesh->barrier();  // every rank starts the step together
     const auto start = std::chrono::steady_clock::now();
-    tokens = mm::train_step(model, optimizer, optim.lr, params, micro, options).tokens;
+    const auto result = mm::train_step(model, optimizer, optim.lr, params, micro, options);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    waits.push_back(result.collective_seconds);
+    tokens = result.tokens;
   }
   std::sort(seconds.begin(), seconds.end());
+  std::sort(waits.begin(), waits.end());
   const double median = seconds[seconds.size() / 2];
-  std::cout << "{\"impl\": \"mmtrain\", \"tokens_per_step\": " << tokens << ", \"step_ms\": " << median * 1e3
+  if (env.rank != 0) return 0;
+  std::cout << "{\"impl\": \"mmtrain\", \"processes\": " << env.world_size << ", \"dp_shard\": " << shard
+            << ", \"tokens_per_step\": " << tokens << ", \"step_ms\": " << median * 1e3
+            << ", \"collective_wait_ms\": " << waits[waits.size() / 2] * 1e3
             << ", \"tokens_per_s\": " << tokens / median << ", \"peak_rss_mb\": " << peak_rss_bytes() / 1048576.0
             << ", \"training_rss_mb\": " << (peak_rss_bytes() - rss_before_model) / 1048576.0 << "}\n";
 }

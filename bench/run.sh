@@ -36,3 +36,24 @@ theirs=$("$PY" "$REF/bench_train.py" "$WORK/model" "$THREADS" 5 4)
 echo "$ours"; echo "$theirs"
 echo -n "tokens/s: "; ratio "$ours" "$theirs" tokens_per_s
 echo -n "peak RSS (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
+
+echo "== data parallel training step, 1 thread per process, 4 conversations per process: 1 and 2 processes"
+echo "   (FSDP: sharded over both; DDP: replicated), mmtrain vs torch FSDP2 (fully_shard) over transformers"
+port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
+one=$(OMP_NUM_THREADS=1 "$BUILD/bench/bench_train" "$WORK/model" 1 5 4)
+fsdp=$(OMP_NUM_THREADS=1 "$BUILD/mmtrain" --log-level warn launch --nproc-per-node 2 --master-port "$(port)" \
+  --program "$BUILD/bench/bench_train" -- "$WORK/model" 1 5 4 0)
+ddp=$(OMP_NUM_THREADS=1 "$BUILD/mmtrain" --log-level warn launch --nproc-per-node 2 --master-port "$(port)" \
+  --program "$BUILD/bench/bench_train" -- "$WORK/model" 1 5 4 1)
+ref_one=$(OMP_NUM_THREADS=1 "$PY" "$REF/bench_train.py" "$WORK/model" 1 5 4 2>/dev/null)
+ref_fsdp=$(OMP_NUM_THREADS=1 "$(dirname "$PY")/torchrun" --nproc-per-node 2 --master-port "$(port)" \
+  "$REF/bench_train.py" "$WORK/model" 1 5 4 2>/dev/null)
+echo "$one"; echo "$fsdp"; echo "$ddp"; echo "$ref_one"; echo "$ref_fsdp"
+echo -n "mmtrain 2 processes (FSDP) / 1 process, tokens/s: "; ratio "$fsdp" "$one" tokens_per_s
+echo -n "mmtrain 2 processes (DDP) / 1 process, tokens/s: "; ratio "$ddp" "$one" tokens_per_s
+echo -n "torch FSDP2 2 processes / 1 process, tokens/s: "; ratio "$ref_fsdp" "$ref_one" tokens_per_s
+echo -n "FSDP over 2 processes, mmtrain / torch, tokens/s: "; ratio "$fsdp" "$ref_fsdp" tokens_per_s
+"$PY" -c "import json,sys
+for name, line in (('FSDP', sys.argv[1]), ('DDP', sys.argv[2])):
+    r = json.loads(line)
+    print(f'{name} step: {r[\"step_ms\"]:.0f} ms = {r[\"collective_wait_ms\"]:.0f} ms waiting on collectives + {r[\"step_ms\"] - r[\"collective_wait_ms\"]:.0f} ms computing')" "$fsdp" "$ddp"

@@ -1,8 +1,11 @@
 """Reference side of the training-step benchmark: a plain PyTorch loop over transformers'
 Qwen2.5-VL (forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
 Trainer's default adamw_torch_fused) with the same shapes as bench/bench_train.cpp.
-Usage: bench_train.py MODEL_DIR THREADS STEPS BATCH -> one JSON line."""
-import json, resource, statistics, sys, time
+Usage: bench_train.py MODEL_DIR THREADS STEPS BATCH -> one JSON line. Under torchrun every rank
+trains BATCH samples of its own per step with torch's FSDP2 (fully_shard on each ViT block and
+decoder layer, then the root, over Gloo), as the mmtrain side shards; rank 0 prints tokens/s over
+all ranks."""
+import json, os, resource, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
@@ -19,11 +22,20 @@ rss_before_model = peak_rss_mb()
 model = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32)
 model.train()
 cfg = model.config
+world = int(os.environ.get("WORLD_SIZE", "1"))
+rank = int(os.environ.get("RANK", "0"))
+if world > 1:
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo")
+    for block in list(model.model.visual.blocks) + list(model.model.language_model.layers):
+        fully_shard(block)
+    fully_shard(model)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
-torch.manual_seed(0)
+torch.manual_seed(rank)
 
 samples = []
-for k in range(batch):
+for k in range(rank * batch, (rank + 1) * batch):
     ids = [1]
     text = lambda n: [100 + (k * 31 + i * 7) % 200 for i in range(n)]
     ids += text(20 + k % 7)
@@ -47,6 +59,11 @@ inputs = dict(input_ids=input_ids, attention_mask=mask, pixel_values=torch.cat([
               image_grid_thw=torch.tensor([[1, 16, 16]] * batch),
               mm_token_type_ids=(input_ids == cfg.image_token_id).int())
 count = int((targets != -100).sum())
+tokens = int(mask.sum())
+if world > 1:  # the loss is divided by the target count of all ranks, as mmtrain does
+    totals = torch.tensor([count, tokens], dtype=torch.float64)
+    dist.all_reduce(totals)
+    count, tokens = int(totals[0]), int(totals[1])
 
 
 def step():
@@ -62,11 +79,14 @@ def step():
 step()
 times = []
 for _ in range(steps):
+    if world > 1:
+        dist.barrier()
     start = time.perf_counter()
     step()
     times.append(time.perf_counter() - start)
 median = statistics.median(times)
-tokens = int(mask.sum())
-print(json.dumps({"impl": "transformers", "tokens_per_step": tokens, "step_ms": median * 1e3,
+if rank != 0:
+    sys.exit(0)
+print(json.dumps({"impl": "transformers", "processes": world, "tokens_per_step": tokens, "step_ms": median * 1e3,
                   "tokens_per_s": tokens / median, "peak_rss_mb": peak_rss_mb(),
                   "training_rss_mb": peak_rss_mb() - rss_before_model}))

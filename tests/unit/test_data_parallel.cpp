@@ -4,6 +4,7 @@
 // state per rank shrinks as 1/N under FSDP, a checkpoint saved by 4 ranks resumes on 2 and on 1
 // with the losses of the uninterrupted run, and a killed rank stops the job with its name.
 #include <fstream>
+#include <functional>
 
 #include "mm/core/safetensors.h"
 #include "testing.h"
@@ -242,7 +243,7 @@ TEST(DataParallel, ConvertsBetweenShardedAndHuggingFace) {
     for (const auto& name : got.names())
       EXPECT_TRUE(torch::equal(final_weights.tensor(name), got.tensor(name))) << hf << ": " << name;
   };
-  for (const std::string& command : {"convert --from", "export --checkpoint"}) {
+  for (const std::string command : {"convert --from", "export --checkpoint"}) {
     const auto out = dir / (command.substr(0, 6) + "_hf");
     auto [status, output] = run_command(kMmtrain + " " + command + " " + (run.dir / "run").string() +
                                         (command[0] == 'c' ? " --to " : " --to-hf ") + out.string());
@@ -260,6 +261,46 @@ TEST(DataParallel, ConvertsBetweenShardedAndHuggingFace) {
                               (dir / "back").string());
   EXPECT_NE(s3, 0);
   EXPECT_NE(o3.find("already exists"), std::string::npos) << o3;
+}
+
+// A damaged sharded checkpoint is refused with the file and what is wrong, before any training.
+TEST(DataParallel, DamagedShardedCheckpointIsAClearError) {
+  ASSERT_EQ(fsdp4_with_checkpoints().status, 0) << fsdp4_with_checkpoints().output;
+  const auto saved = fsdp4_with_checkpoints().dir / "run" / "checkpoints" / "step-00000005";
+  const auto dir = testing::temp_dir("dp_damaged");
+  auto damaged = [&](const std::string& name, const std::function<void(const fs::path&)>& damage,
+                     const std::string& message) {
+    SCOPED_TRACE(name);
+    const auto copy = dir / name;
+    fs::copy(saved, copy, fs::copy_options::recursive);
+    damage(copy);
+    const auto run = train("damaged_" + name, 1, "--set output.resume=" + copy.string());
+    EXPECT_NE(run.status, 0);
+    EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
+    EXPECT_FALSE(fs::exists(run.dir / "run" / "final"));
+  };
+  damaged("missing_slice", [](const fs::path& d) { fs::remove(d / "model-shard-00002-of-00004.safetensors"); },
+          "model-shard-00002-of-00004.safetensors does not exist");
+  damaged("bad_json", [](const fs::path& d) { std::ofstream(d / "sharding.json") << "{\"shards\": 4,"; },
+          "sharding.json: malformed JSON");
+  damaged("wrong_shape", [](const fs::path& d) {
+    auto layout = nlohmann::json::parse(std::ifstream(d / "sharding.json"));
+    layout["model"]["model.norm.weight"]["shape"] = {7};
+    std::ofstream(d / "sharding.json") << layout.dump();
+  }, "model.norm.weight: the slices make shape");
+}
+
+// bf16 gathered parameters and compute with fp32 sharded masters: training follows the fp32 run
+// closely and the final model holds the fp32 masters.
+TEST(DataParallel, MixedPrecisionKeepsFp32Masters) {
+  ASSERT_EQ(reference().status, 0) << reference().output;
+  const auto run = train("bf16", 2, "--set parallel.param_dtype=bf16");
+  ASSERT_EQ(run.status, 0) << run.output;
+  const auto expected = losses_of(reference()), got = losses_of(run);
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 0.05 * loss) << "step " << step;
+  const auto weights = Checkpoint::open(run.dir / "run" / "final");
+  for (const auto& name : weights.names()) EXPECT_EQ(weights.tensor(name).scalar_type(), torch::kFloat) << name;
 }
 
 TEST(DataParallel, KilledRankStopsTheJobAndIsNamed) {

@@ -201,6 +201,25 @@ TEST(DistEnv, BadVariablesAreNamed) {
   }
 }
 
+TEST(DistEnv, ReadsSlurmTasksWithoutTorchrunVariables) {
+  ScopedEnv env({{"RANK", ""}, {"WORLD_SIZE", ""}, {"LOCAL_RANK", ""}, {"LOCAL_WORLD_SIZE", ""},
+                 {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", ""},
+                 {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_NNODES", "2"}, {"MASTER_ADDR", "node0"},
+                 {"MASTER_PORT", "29400"}});
+  const auto d = dist::DistEnv::from_env();
+  EXPECT_EQ(d.rank, 5);
+  EXPECT_EQ(d.world_size, 8);
+  EXPECT_EQ(d.local_rank, 1);
+  EXPECT_EQ(d.local_world_size, 4);
+  EXPECT_EQ(d.master_addr, "node0");
+  {
+    ScopedEnv torchrun({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4"}});
+    EXPECT_EQ(dist::DistEnv::from_env().rank, 2) << "torchrun's variables win over Slurm's";
+  }
+  ScopedEnv no_master(std::vector<std::pair<std::string, std::string>>{{"MASTER_ADDR", ""}});
+  EXPECT_THROW_MSG(dist::DistEnv::from_env(), "a multi-node Slurm job needs MASTER_ADDR");
+}
+
 TEST(ProcessGroup, UnreachableMasterIsAClearErrorWithinTheTimeout) {
   dist::DistEnv env;
   env.rank = 1;

@@ -107,6 +107,9 @@ FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMe
     if (unit.block) unit_of_block_[unit.block] = units_.size();
     units_.push_back(std::move(unit));
   }
+  for (auto& unit : units_)
+    for (auto& p : unit.params)
+      MM_CHECK(param_by_name_.emplace(p.name, &p).second, "sharded model: parameter ", p.name, " is in two units");
   for (size_t i = 0; i < units_.size(); ++i) {
     units_[i].on_post_backward = [this, i] { post_backward(i); };
     shard_unit(units_[i]);
@@ -118,7 +121,7 @@ FullyShardedModel::~FullyShardedModel() {
   for (auto& unit : units_) {
     try {
       if (unit.gather_work) unit.gather_work->wait();
-      if (unit.reduce_work) wait(unit.reduce_work);
+      if (unit.reduce_work) unit.reduce_work->wait();
     } catch (...) {
     }
   }
@@ -187,10 +190,9 @@ at::Tensor FullyShardedModel::checkpoint_piece(const std::string& name, const at
 }
 
 const FullyShardedModel::Param& FullyShardedModel::param(const std::string& name) const {
-  for (const auto& unit : units_)
-    for (const auto& p : unit.params)
-      if (p.name == name) return p;
-  fail("sharded model: no parameter named ", name);
+  const auto found = param_by_name_.find(name);
+  MM_CHECK(found != param_by_name_.end(), "sharded model: no parameter named ", name);
+  return *found->second;
 }
 
 NamedTensorList FullyShardedModel::optimizer_parameters() const {
@@ -206,7 +208,7 @@ void FullyShardedModel::start_gather(Unit& unit) {
   std::vector<at::Tensor> pieces;
   int64_t total = 0;
   for (const auto& p : unit.params) {
-    pieces.push_back(p.local.detach().reshape({-1}).to(compute_device_, options_.param_dtype));
+    pieces.push_back(p.local.detach().reshape({-1}).to(compute_device_, p.full.scalar_type()));
     total += p.local_numel;
   }
   auto in = torch::cat(pieces);
@@ -445,7 +447,14 @@ void FullyShardedModel::load_whole(const NamedTensorList& whole, const std::stri
 }
 
 void FullyShardedModel::gather_all_for_export() {
-  for (auto& unit : units_) unshard(unit);
+  // The masters' dtype, not the compute dtype: what is exported is what the optimizer trained.
+  for (auto& unit : units_) {
+    if (!sharded(unit)) continue;
+    reshard(unit);
+    for (auto& p : unit.params)
+      p.full.set_data(torch::empty(p.full.sizes(), p.full.options().dtype(p.local.scalar_type())));
+    unshard(unit);
+  }
   gathered_for_export_ = true;
 }
 

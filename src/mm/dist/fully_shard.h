@@ -109,8 +109,9 @@ class FullyShardedModel {
   NamedTensorList checkpoint_pieces() const;
   // Sets every parameter from whole tensors by name (each must be present, shape checked).
   void load_whole(const NamedTensorList& whole, const std::string& source);
-  // Gathers every sharded unit and keeps it gathered: the module holds all parameters, as
-  // before sharding (for export and evaluation after training). Collective.
+  // Gathers every sharded unit in its masters' dtype (fp32) and keeps it gathered: the module
+  // holds all parameters, as before sharding (for export and evaluation after training).
+  // Collective; the model trains no further afterwards.
   void gather_all_for_export();
 
   ShardedMemory memory() const;
@@ -142,6 +143,7 @@ class FullyShardedModel {
   int64_t shard_index_ = 0, shard_count_ = 1;
   std::vector<Unit> units_;
   std::map<torch::nn::Module*, size_t> unit_of_block_;
+  std::map<std::string, const Param*> param_by_name_;
   std::map<std::string, Layout> layouts_;
   std::vector<size_t> forward_order_, current_order_;  // block units in the order forward runs them
   bool sync_ = true;

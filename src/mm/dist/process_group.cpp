@@ -30,14 +30,38 @@ int64_t env_int(const char* name, int64_t fallback) {
   return parsed;
 }
 
+// Slurm's own variables, for `srun mmtrain train ...` with one task per rank and no launcher in
+// between (torchrun's variables win when both are set).
+void read_slurm(DistEnv& env) {
+  env.world_size = env_int("SLURM_NTASKS", 1);
+  env.rank = env_int("SLURM_PROCID", 0);
+  env.local_rank = env_int("SLURM_LOCALID", 0);
+  // SLURM_NTASKS_PER_NODE is set with --ntasks-per-node; SLURM_TASKS_PER_NODE always ("4(x2)").
+  env.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 0);
+  if (env.local_world_size == 0) {
+    const char* tasks = std::getenv("SLURM_TASKS_PER_NODE");
+    env.local_world_size = tasks ? std::atoll(tasks) : env.world_size;
+  }
+  const char* master = std::getenv("MASTER_ADDR");
+  MM_CHECK(env_int("SLURM_NNODES", 1) == 1 || (master != nullptr && *master != '\0'),
+           "a multi-node Slurm job needs MASTER_ADDR (e.g. export MASTER_ADDR=$(scontrol show hostnames "
+           "\"$SLURM_JOB_NODELIST\" | head -n 1)) and the same MASTER_PORT in every task");
+}
+
 }  // namespace
 
 DistEnv DistEnv::from_env() {
   DistEnv env;
-  env.world_size = env_int("WORLD_SIZE", 1);
-  env.rank = env_int("RANK", 0);
-  env.local_world_size = env_int("LOCAL_WORLD_SIZE", env.world_size);
-  env.local_rank = env_int("LOCAL_RANK", env.rank);
+  const char* rank = std::getenv("RANK");
+  const char* slurm_rank = std::getenv("SLURM_PROCID");
+  if ((rank == nullptr || *rank == '\0') && slurm_rank != nullptr && *slurm_rank != '\0') {
+    read_slurm(env);
+  } else {
+    env.world_size = env_int("WORLD_SIZE", 1);
+    env.rank = env_int("RANK", 0);
+    env.local_world_size = env_int("LOCAL_WORLD_SIZE", env.world_size);
+    env.local_rank = env_int("LOCAL_RANK", env.rank);
+  }
   env.master_port = env_int("MASTER_PORT", env.master_port);
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') env.master_addr = addr;
   MM_CHECK(env.world_size >= 1, "WORLD_SIZE=", env.world_size, " must be at least 1");

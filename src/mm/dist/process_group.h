@@ -21,9 +21,11 @@ struct DistEnv {
 
   bool distributed() const { return world_size > 1; }
 
-  // Reads the variables; absent ones keep the single-process defaults above. Throws mm::Error
-  // naming the variable when one is not an integer or is out of range (RANK >= WORLD_SIZE, a
-  // port outside 1..65535, ...).
+  // Reads the variables; absent ones keep the single-process defaults above. Without RANK but
+  // inside a Slurm task (SLURM_PROCID), Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and
+  // SLURM_NTASKS_PER_NODE (or SLURM_TASKS_PER_NODE) give the ranks; MASTER_ADDR / MASTER_PORT
+  // still come from the job script. Throws mm::Error naming the variable when one is not an
+  // integer or is out of range (RANK >= WORLD_SIZE, a port outside 1..65535, ...).
   static DistEnv from_env();
 };
 

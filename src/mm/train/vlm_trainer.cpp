@@ -5,7 +5,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <set>
 
 #include "mm/checkpoint/hf_export.h"
 #include "mm/core/error.h"
@@ -30,6 +29,7 @@
 #include "mm/train/metrics.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
+#include "mm/train/vlm_sharding.h"
 #include "mm/train/vlm_step.h"
 
 namespace fs = std::filesystem;
@@ -69,39 +69,6 @@ NamedParams trainable_parameters(Qwen2_5_VLForConditionalGeneration& model) {
 
 dist::Placement placement_of(const std::string& name) {
   return name == "replicate" ? dist::Placement::replicate : dist::Placement::shard;
-}
-
-// The model cut into sharding units: every ViT block and decoder layer, and the parameters
-// outside them as one root unit per tower (patch embedding + merger; embeddings, final norm and
-// head), each tower placed as parallel.vision / parallel.language say.
-std::vector<dist::UnitSpec> sharding_units(Qwen2_5_VLForConditionalGeneration& model, const TrainConfig& config) {
-  std::vector<dist::UnitSpec> units;
-  std::set<const void*> in_blocks;
-  auto add_blocks = [&](torch::nn::ModuleList& blocks, const std::string& prefix, dist::Placement placement) {
-    for (size_t i = 0; i < blocks->size(); ++i) {
-      dist::UnitSpec unit;
-      unit.name = prefix + std::to_string(i);
-      unit.block = blocks[i].get();
-      unit.placement = placement;
-      for (auto& p : blocks[i]->named_parameters()) {
-        unit.params.emplace_back(unit.name + "." + p.key(), p.value());
-        in_blocks.insert(p.value().unsafeGetTensorImpl());
-      }
-      units.push_back(std::move(unit));
-    }
-  };
-  const auto vision = placement_of(config.parallel.vision), language = placement_of(config.parallel.language);
-  add_blocks(model->visual->blocks, "visual.blocks.", vision);
-  add_blocks(model->model->layers, "model.layers.", language);
-  dist::UnitSpec vision_root{"visual (outside its blocks)", nullptr, {}, vision};
-  dist::UnitSpec language_root{"language model (outside its layers)", nullptr, {}, language};
-  for (auto& p : model->named_parameters()) {
-    if (in_blocks.count(p.value().unsafeGetTensorImpl())) continue;
-    (p.key().rfind("visual.", 0) == 0 ? vision_root : language_root).params.emplace_back(p.key(), p.value());
-  }
-  for (auto* root : {&vision_root, &language_root})
-    if (!root->params.empty()) units.push_back(std::move(*root));
-  return units;
 }
 
 at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
@@ -198,7 +165,9 @@ void Run::setup_model() {
     sharding.param_dtype = dtype_named(config_.parallel.param_dtype);
     sharding.reduce_dtype = dtype_named(config_.parallel.reduce_dtype);
     sharding.cpu_offload = config_.parallel.cpu_offload;
-    parallel_ = std::make_unique<dist::FullyShardedModel>(sharding_units(model_, config_), *mesh_, sharding,
+    auto units = vlm_sharding_units(model_, placement_of(config_.parallel.vision),
+                                    placement_of(config_.parallel.language));
+    parallel_ = std::make_unique<dist::FullyShardedModel>(std::move(units), *mesh_, sharding,
                                                           model_->parameters().front().device());
     const auto runner = parallel_->block_runner(recompute);
     model_->model->block_runner = runner;

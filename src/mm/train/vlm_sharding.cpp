@@ -1,0 +1,37 @@
+#include "mm/train/vlm_sharding.h"
+
+#include <set>
+
+namespace mm {
+
+std::vector<dist::UnitSpec> vlm_sharding_units(Qwen2_5_VLForConditionalGeneration& model, dist::Placement vision,
+                                               dist::Placement language) {
+  std::vector<dist::UnitSpec> units;
+  std::set<const void*> in_blocks;
+  auto add_blocks = [&](torch::nn::ModuleList& blocks, const std::string& prefix, dist::Placement placement) {
+    for (size_t i = 0; i < blocks->size(); ++i) {
+      dist::UnitSpec unit;
+      unit.name = prefix + std::to_string(i);
+      unit.block = blocks[i].get();
+      unit.placement = placement;
+      for (auto& p : blocks[i]->named_parameters()) {
+        unit.params.emplace_back(unit.name + "." + p.key(), p.value());
+        in_blocks.insert(p.value().unsafeGetTensorImpl());
+      }
+      units.push_back(std::move(unit));
+    }
+  };
+  add_blocks(model->visual->blocks, "visual.blocks.", vision);
+  add_blocks(model->model->layers, "model.layers.", language);
+  dist::UnitSpec vision_root{"visual (outside its blocks)", nullptr, {}, vision};
+  dist::UnitSpec language_root{"language model (outside its layers)", nullptr, {}, language};
+  for (auto& p : model->named_parameters()) {
+    if (in_blocks.count(p.value().unsafeGetTensorImpl())) continue;
+    (p.key().rfind("visual.", 0) == 0 ? vision_root : language_root).params.emplace_back(p.key(), p.value());
+  }
+  for (auto* root : {&vision_root, &language_root})
+    if (!root->params.empty()) units.push_back(std::move(*root));
+  return units;
+}
+
+}  // namespace mm
