@@ -12,6 +12,7 @@
 #include "mm/models/vlm_model.h"
 #include "mm/train/checkpoint_export.h"
 #include "mm/train/checkpoint_io.h"
+#include "mm/train/resharding.h"
 
 namespace fs = std::filesystem;
 
@@ -42,23 +43,6 @@ NamedTensors slice_of(const NamedTensors& whole, int64_t k, int64_t slices, nloh
   return out;
 }
 
-// The sampler positions of `state` (as the trainer saves them) split over `ranks` ranks.
-nlohmann::json data_positions_for(const nlohmann::json& state, int64_t ranks, const std::string& where) {
-  std::vector<SamplerState> saved;
-  if (state.contains("data_ranks"))
-    for (const auto& d : state.at("data_ranks")) saved.push_back(SamplerState::from_json(d, where + ": data_ranks"));
-  else
-    saved.push_back(SamplerState::from_json(state.at("data"), where + ": data"));
-  for (const auto& s : saved)
-    MM_CHECK(s == saved.front(), where, ": the ranks that saved stopped at different data positions, so the "
-             "position cannot be split over ", ranks, " ranks");
-  const int64_t global = saved.front().cursor * static_cast<int64_t>(saved.size());
-  MM_CHECK(global % ranks == 0, where, ": data position ", global, " does not split evenly over ", ranks, " ranks");
-  nlohmann::json out = nlohmann::json::array();
-  for (int64_t r = 0; r < ranks; ++r) out.push_back(SamplerState{saved.front().epoch, global / ranks}.to_json());
-  return out;
-}
-
 void write_sharded(const WholeTrainingCheckpoint& whole, const fs::path& assets, int64_t slices, const fs::path& to) {
   const fs::path tmp = to.string() + ".tmp-convert";
   fs::remove_all(tmp);
@@ -72,7 +56,10 @@ void write_sharded(const WholeTrainingCheckpoint& whole, const fs::path& assets,
   nlohmann::json sharding = {{"shards", slices}, {"world_size", slices}, {"model", model_layout},
                              {"optimizer", optimizer_layout}};
   auto state = whole.state;
-  state["data_ranks"] = data_positions_for(whole.state, slices, (whole.dir / "trainer_state.json").string());
+  const std::string where = (whole.dir / "trainer_state.json").string();
+  state["data_ranks"] = nlohmann::json::array();
+  for (const auto& position : split_data_positions(saved_data_positions(whole.state, where), slices, where))
+    state["data_ranks"].push_back(position.to_json());
   state["data"] = state["data_ranks"][0];
   state["world_size"] = slices;
   write_file_atomic(tmp / "sharding.json", sharding.dump(1) + "\n");

@@ -29,6 +29,7 @@
 #include "mm/train/metrics.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
+#include "mm/train/resharding.h"
 #include "mm/train/vlm_sharding.h"
 #include "mm/train/vlm_step.h"
 
@@ -94,7 +95,6 @@ class Run {
   std::unique_ptr<DataLoader> make_loader(const SamplerState& state) const;
   bool next_micro_batch(TrainBatch& out);
   void resume_from(const fs::path& dir);
-  void restore_data_position(const nlohmann::json& state, const std::string& where, int64_t saved_world);
   void save(int64_t step);
   nlohmann::json data_positions() const;
   void log_state_bytes(MetricsLogger& metrics) const;
@@ -263,12 +263,7 @@ void Run::resume_from(const fs::path& dir) {
   auto loaded = load_whole_training_checkpoint(dir, mesh_->rank());
   if (parallel_) {
     parallel_->load_whole(loaded.model, dir.string());
-    NamedTensors optimizer_state;
-    for (const auto& [key, tensor] : loaded.optimizer) {
-      const std::string param = key.substr(key.find('.') + 1);
-      optimizer_state.emplace_back(key, key.rfind("step.", 0) == 0 ? tensor : parallel_->local_slice(param, tensor));
-    }
-    optimizer_->load_state_tensors(optimizer_state);
+    optimizer_->load_state_tensors(local_optimizer_state(*parallel_, loaded.optimizer));
   } else {
     load_weights(*model_, loaded.model, dir.string());
     optimizer_->load_state_tensors(loaded.optimizer);
@@ -277,36 +272,15 @@ void Run::resume_from(const fs::path& dir) {
   const std::string where = (dir / "trainer_state.json").string();
   const JsonView state(loaded.state, where);
   step_ = state.get<int64_t>("step");
-  restore_data_position(loaded.state, where, loaded.saved_world_size);
+  const auto saved = saved_data_positions(loaded.state, where);
+  MM_CHECK(static_cast<int64_t>(saved.size()) == loaded.saved_world_size, where, ": data_ranks has ", saved.size(),
+           " entries for ", loaded.saved_world_size, " ranks");
+  data_state_ = split_data_positions(saved, mesh_->world_size(), where)[static_cast<size_t>(mesh_->rank())];
   prior_skips_ = loaded.state.at("skipped");
   log::info("resumed from ", dir.string(), " at step ", step_,
             loaded.saved_world_size != mesh_->world_size()
                 ? str_cat(" (saved by ", loaded.saved_world_size, " processes, resharded onto ", mesh_->world_size(), ")")
                 : std::string());
-}
-
-// Each rank's sampler position. Saved by as many ranks as now: each takes its own. Otherwise the
-// global position (every rank had taken the same number of samples) is split over the new ranks.
-void Run::restore_data_position(const nlohmann::json& state, const std::string& where, int64_t saved_world) {
-  std::vector<SamplerState> saved;
-  if (state.contains("data_ranks"))
-    for (const auto& d : state.at("data_ranks")) saved.push_back(SamplerState::from_json(d, where + ": data_ranks"));
-  else
-    saved.push_back(SamplerState::from_json(state.at("data"), where + ": data"));
-  MM_CHECK(static_cast<int64_t>(saved.size()) == saved_world, where, ": data_ranks has ", saved.size(),
-           " entries for ", saved_world, " ranks");
-  const int64_t world = mesh_->world_size();
-  if (saved_world == world) {
-    data_state_ = saved[static_cast<size_t>(mesh_->rank())];
-    return;
-  }
-  for (const auto& s : saved)
-    MM_CHECK(s == saved.front(), where, ": the ", saved_world, " ranks that saved stopped at different data "
-             "positions (skipped samples), so it cannot be split over ", world, " ranks; resume with ", saved_world);
-  const int64_t global = saved.front().cursor * saved_world;
-  MM_CHECK(global % world == 0, where, ": data position ", global, " (samples taken by all ranks) does not split "
-           "evenly over ", world, " ranks");
-  data_state_ = SamplerState{saved.front().epoch, global / world};
 }
 
 // All ranks' sampler positions, on every rank (for rank 0's trainer_state.json).
@@ -352,32 +326,13 @@ void Run::save(int64_t step) {
     ranks.shards = parallel_->shard_count();
     ranks.writes_pieces = mesh_->coordinate("dp_replicate") == 0;
     ranks.barrier = [this] { mesh_->barrier(); };
-    auto layout_json = [](const dist::FullyShardedModel::Layout& l) {
-      return slice_layout_json(l.shape, l.sharded, l.rows_per_shard);
-    };
-    nlohmann::json model_layout = nlohmann::json::object(), optimizer_layout = nlohmann::json::object();
-    ckpt.model = parallel_->checkpoint_pieces();
-    for (const auto& [name, layout] : parallel_->layouts()) model_layout[name] = layout_json(layout);
-    // Buffers (rotary tables) are not sharded: whole, in slice 0's file.
-    for (const auto& b : model_->named_buffers()) {
-      model_layout[b.key()] = layout_json({b.value().sizes().vec(), false, 0, 1});
-      if (ranks.shard == 0) ckpt.model.emplace_back(b.key(), b.value());
-    }
-    if (ranks.shard != 0)  // whole tensors are written once, by slice 0
-      std::erase_if(ckpt.model, [&](const auto& t) { return !model_layout[t.first]["sharded"].template get<bool>(); });
-    for (const auto& [key, tensor] : optimizer_->state_tensors()) {
-      const std::string param = key.substr(key.find('.') + 1);
-      const bool scalar = key.rfind("step.", 0) == 0;
-      const auto& layout = parallel_->layouts().at(param);
-      optimizer_layout[key] = scalar ? layout_json({{}, false, 0, 1}) : layout_json(layout);
-      if (scalar || !layout.sharded) {
-        if (ranks.shard == 0) ckpt.optimizer.emplace_back(key, tensor);
-      } else {
-        ckpt.optimizer.emplace_back(key, parallel_->checkpoint_piece(param, tensor));
-      }
-    }
-    ranks.layout = {{"shards", ranks.shards}, {"world_size", ranks.world_size}, {"model", model_layout},
-                    {"optimizer", optimizer_layout}};
+    NamedTensors buffers;
+    for (const auto& b : model_->named_buffers()) buffers.emplace_back(b.key(), b.value());
+    auto pieces = sharded_checkpoint_pieces(*parallel_, buffers, optimizer_->state_tensors());
+    ckpt.model = std::move(pieces.model);
+    ckpt.optimizer = std::move(pieces.optimizer);
+    ranks.layout = {{"shards", ranks.shards}, {"world_size", ranks.world_size}, {"model", pieces.model_layout},
+                    {"optimizer", pieces.optimizer_layout}};
     dir = save_sharded_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last, ranks);
   }
   log::info("saved checkpoint ", dir.string());

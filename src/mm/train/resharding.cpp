@@ -1,0 +1,71 @@
+#include "mm/train/resharding.h"
+
+#include "mm/core/error.h"
+
+namespace mm {
+
+ShardedPieces sharded_checkpoint_pieces(const dist::FullyShardedModel& parallel, const NamedTensors& buffers,
+                                        const NamedTensors& optimizer_state) {
+  auto json_of = [](const dist::FullyShardedModel::Layout& l) {
+    return slice_layout_json(l.shape, l.sharded, l.rows_per_shard);
+  };
+  const bool first_slice = parallel.shard_index() == 0;
+  ShardedPieces out;
+  out.model_layout = nlohmann::json::object();
+  out.optimizer_layout = nlohmann::json::object();
+  for (const auto& [name, piece] : parallel.checkpoint_pieces()) {
+    const auto& layout = parallel.layouts().at(name);
+    out.model_layout[name] = json_of(layout);
+    if (layout.sharded || first_slice) out.model.emplace_back(name, piece);
+  }
+  for (const auto& [name, tensor] : buffers) {
+    out.model_layout[name] = slice_layout_json(tensor.sizes().vec(), false, 0);
+    if (first_slice) out.model.emplace_back(name, tensor);
+  }
+  for (const auto& [key, tensor] : optimizer_state) {
+    const std::string param = key.substr(key.find('.') + 1);
+    const auto& layout = parallel.layouts().at(param);
+    const bool whole = key.rfind("step.", 0) == 0 || !layout.sharded;
+    out.optimizer_layout[key] = whole ? slice_layout_json(tensor.sizes().vec(), false, 0) : json_of(layout);
+    if (!whole)
+      out.optimizer.emplace_back(key, parallel.checkpoint_piece(param, tensor));
+    else if (first_slice)
+      out.optimizer.emplace_back(key, tensor);
+  }
+  return out;
+}
+
+NamedTensors local_optimizer_state(const dist::FullyShardedModel& parallel, const NamedTensors& whole_state) {
+  NamedTensors out;
+  for (const auto& [key, tensor] : whole_state) {
+    const std::string param = key.substr(key.find('.') + 1);
+    out.emplace_back(key, key.rfind("step.", 0) == 0 ? tensor : parallel.local_slice(param, tensor));
+  }
+  return out;
+}
+
+std::vector<SamplerState> saved_data_positions(const nlohmann::json& state, const std::string& where) {
+  std::vector<SamplerState> saved;
+  if (state.contains("data_ranks")) {
+    for (const auto& d : state.at("data_ranks")) saved.push_back(SamplerState::from_json(d, where + ": data_ranks"));
+  } else {
+    MM_CHECK(state.contains("data"), where, ": no data position (data)");
+    saved.push_back(SamplerState::from_json(state.at("data"), where + ": data"));
+  }
+  MM_CHECK(!saved.empty(), where, ": data_ranks is empty");
+  return saved;
+}
+
+std::vector<SamplerState> split_data_positions(const std::vector<SamplerState>& saved, int64_t ranks,
+                                               const std::string& where) {
+  if (static_cast<int64_t>(saved.size()) == ranks) return saved;
+  for (const auto& s : saved)
+    MM_CHECK(s == saved.front(), where, ": the ", saved.size(), " ranks that saved stopped at different data "
+             "positions (skipped samples), so it cannot be split over ", ranks, " ranks; resume on ", saved.size());
+  const int64_t global = saved.front().cursor * static_cast<int64_t>(saved.size());
+  MM_CHECK(global % ranks == 0, where, ": data position ", global, " (samples taken by all ranks) does not split "
+           "evenly over ", ranks, " ranks");
+  return std::vector<SamplerState>(static_cast<size_t>(ranks), SamplerState{saved.front().epoch, global / ranks});
+}
+
+}  // namespace mm
