@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "mm/train/checkpoint_convert.h"
+#include "mm/checkpoint/checkpoint_convert.h"
 
 namespace mm::cli {
 

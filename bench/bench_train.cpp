@@ -17,8 +17,8 @@
 #include <iostream>
 #include <optional>
 
-#include "mm/dist/device_mesh.h"
-#include "mm/dist/fully_shard.h"
+#include "mm/parallel/device_mesh.h"
+#include "mm/parallel/fully_shard.h"
 #include "mm/dist/process_group.h"
 #include "mm/models/vlm_model.h"
 #include "mm/train/optimizer.h"
@@ -78,17 +78,17 @@ int main(int argc, char** argv) {
   for (auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
 
   std::optional<mm::dist::Rendezvous> job;
-  std::unique_ptr<mm::dist::DeviceMesh> mesh;
-  std::unique_ptr<mm::dist::FullyShardedModel> parallel;
+  std::unique_ptr<mm::parallel::DeviceMesh> mesh;
+  std::unique_ptr<mm::parallel::FullyShardedModel> parallel;
   int64_t shard = 1;
   if (env.distributed()) {
     shard = argc == 6 && std::stoll(argv[5]) > 0 ? std::stoll(argv[5]) : env.world_size;
     job = mm::dist::rendezvous(env);
-    mesh = std::make_unique<mm::dist::DeviceMesh>(
-        *job, mm::dist::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
-    parallel = std::make_unique<mm::dist::FullyShardedModel>(
-        mm::vlm_sharding_units(model, mm::dist::Placement::shard, mm::dist::Placement::shard), *mesh,
-        mm::dist::ShardingOptions{}, torch::Device(torch::kCPU));
+    mesh = std::make_unique<mm::parallel::DeviceMesh>(
+        *job, mm::parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+    parallel = std::make_unique<mm::parallel::FullyShardedModel>(
+        mm::vlm_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
+        mm::parallel::ShardingOptions{}, torch::Device(torch::kCPU));
     auto runner = parallel->block_runner(nullptr);
     model->model->block_runner = runner;
     model->visual->block_runner = runner;
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   const std::vector<mm::TrainBatch> micro = {mm::collate_padded(samples, 0)};
   mm::StepOptions options;
   options.max_grad_norm = 1.0;
-  options.parallel = parallel.get();
+  options.data_parallel = parallel.get();
 
   mm::train_step(model, optimizer, optim.lr, params, micro, options);  // warm-up
   std::vector<double> seconds, waits;

@@ -73,9 +73,9 @@ void export_hf(Qwen2_5_VLForConditionalGeneration& model, const fs::path& assets
   const fs::path target = fs::absolute(out_dir);
   MM_CHECK(target.has_filename(), "export_hf: output path ", out_dir.string(), " names no directory");
   fs::create_directories(target.parent_path());
-  const std::string suffix = "-" + std::to_string(::getpid());
-  const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp" + suffix);
-  const fs::path old = target.parent_path() / ("." + target.filename().string() + ".old" + suffix);
+  // str_cat, not operator+: GCC 12 warns falsely (-Wstringop-overflow) on "." + string here.
+  const fs::path tmp = target.parent_path() / str_cat(".", target.filename().string(), ".tmp-", ::getpid());
+  const fs::path old = target.parent_path() / str_cat(".", target.filename().string(), ".old-", ::getpid());
   try {
     fs::remove_all(tmp);
     fs::create_directories(tmp);

@@ -4,13 +4,13 @@
 
 namespace mm {
 
-std::vector<dist::UnitSpec> vlm_sharding_units(Qwen2_5_VLForConditionalGeneration& model, dist::Placement vision,
-                                               dist::Placement language) {
-  std::vector<dist::UnitSpec> units;
+std::vector<parallel::UnitSpec> vlm_sharding_units(Qwen2_5_VLForConditionalGeneration& model, parallel::Placement vision,
+                                               parallel::Placement language) {
+  std::vector<parallel::UnitSpec> units;
   std::set<const void*> in_blocks;
-  auto add_blocks = [&](torch::nn::ModuleList& blocks, const std::string& prefix, dist::Placement placement) {
+  auto add_blocks = [&](torch::nn::ModuleList& blocks, const std::string& prefix, parallel::Placement placement) {
     for (size_t i = 0; i < blocks->size(); ++i) {
-      dist::UnitSpec unit;
+      parallel::UnitSpec unit;
       unit.name = prefix + std::to_string(i);
       unit.block = blocks[i].get();
       unit.placement = placement;
@@ -23,8 +23,8 @@ std::vector<dist::UnitSpec> vlm_sharding_units(Qwen2_5_VLForConditionalGeneratio
   };
   add_blocks(model->visual->blocks, "visual.blocks.", vision);
   add_blocks(model->model->layers, "model.layers.", language);
-  dist::UnitSpec vision_root{"visual (outside its blocks)", nullptr, {}, vision};
-  dist::UnitSpec language_root{"language model (outside its layers)", nullptr, {}, language};
+  parallel::UnitSpec vision_root{"visual (outside its blocks)", nullptr, {}, vision};
+  parallel::UnitSpec language_root{"language model (outside its layers)", nullptr, {}, language};
   for (auto& p : model->named_parameters()) {
     if (in_blocks.count(p.value().unsafeGetTensorImpl())) continue;
     (p.key().rfind("visual.", 0) == 0 ? vision_root : language_root).params.emplace_back(p.key(), p.value());

@@ -5,12 +5,12 @@
 #pragma once
 #include <vector>
 
-#include "mm/dist/fully_shard.h"
+#include "mm/parallel/fully_shard.h"
 #include "mm/models/vlm_model.h"
 
 namespace mm {
 
-std::vector<dist::UnitSpec> vlm_sharding_units(Qwen2_5_VLForConditionalGeneration& model, dist::Placement vision,
-                                               dist::Placement language);
+std::vector<parallel::UnitSpec> vlm_sharding_units(Qwen2_5_VLForConditionalGeneration& model, parallel::Placement vision,
+                                               parallel::Placement language);
 
 }  // namespace mm

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
-#include "mm/dist/fully_shard.h"
+#include "mm/parallel/fully_shard.h"
 #include "mm/train/grad_clip.h"
 #include "mm/train/optimizer.h"
 
@@ -59,18 +59,18 @@ StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimize
                       const std::vector<at::Tensor>& params, const std::vector<TrainBatch>& micro_batches,
                       const StepOptions& options) {
   MM_CHECK(!micro_batches.empty(), "train_step: no micro-batches");
-  dist::FullyShardedModel* parallel = options.parallel;
+  parallel::FullyShardedModel* dp = options.data_parallel;
   StepResult result;
   for (const auto& batch : micro_batches) {
     result.target_tokens += batch.num_target_tokens;
     result.tokens += batch.num_tokens;
     result.samples += static_cast<int64_t>(batch.sample_indices.size());
   }
-  if (parallel) {
+  if (dp) {
     auto counts = torch::tensor({static_cast<double>(result.target_tokens), static_cast<double>(result.tokens),
                                  static_cast<double>(result.samples)},
                                 torch::kFloat64);
-    parallel->mesh().all_reduce_sum(counts);
+    dp->mesh().all_reduce_sum(counts);
     result.target_tokens = static_cast<int64_t>(counts[0].item<double>());
     result.tokens = static_cast<int64_t>(counts[1].item<double>());
     result.samples = static_cast<int64_t>(counts[2].item<double>());
@@ -79,9 +79,9 @@ StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimize
   const auto device = params.empty() ? c10::DeviceType::CPU : params.front().device().type();
   double loss_sum = 0;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
-    if (parallel) {
-      parallel->set_requires_gradient_sync(i + 1 == micro_batches.size());
-      parallel->begin_forward();
+    if (dp) {
+      dp->set_requires_gradient_sync(i + 1 == micro_batches.size());
+      dp->begin_forward();
     }
     at::Tensor loss;
     {
@@ -89,18 +89,18 @@ StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimize
       loss = vlm_loss_sum(model, micro_batches[i]);
     }
     (loss / static_cast<double>(result.target_tokens)).backward();
-    if (parallel) parallel->finish_backward();
+    if (dp) dp->finish_backward();
     loss_sum += loss.item<double>();
   }
-  if (parallel) {
+  if (dp) {
     auto total = torch::tensor({loss_sum}, torch::kFloat64);
-    parallel->mesh().all_reduce_sum(total);
+    dp->mesh().all_reduce_sum(total);
     loss_sum = total[0].item<double>();
   }
   result.loss = loss_sum / static_cast<double>(result.target_tokens);
-  result.grad_norm = parallel ? parallel->clip_grad_norm(options.max_grad_norm)
+  result.grad_norm = dp ? dp->clip_grad_norm(options.max_grad_norm)
                               : clip_grad_norm(params, options.max_grad_norm);
-  if (parallel) result.collective_seconds = parallel->take_wait_seconds();
+  if (dp) result.collective_seconds = dp->take_wait_seconds();
   if (std::isfinite(result.grad_norm)) {
     optimizer.step(lr);
   } else {

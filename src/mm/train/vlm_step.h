@@ -11,7 +11,7 @@
 
 namespace mm {
 
-namespace dist {
+namespace parallel {
 class FullyShardedModel;
 }
 
@@ -22,7 +22,7 @@ struct StepOptions {
   double max_grad_norm = 1.0;  // <= 0: measure only
   // Data parallel (replicated or sharded units): the model was wrapped by it, the optimizer
   // holds its optimizer_parameters(), and every rank calls train_step with its own micro-batches.
-  dist::FullyShardedModel* parallel = nullptr;
+  parallel::FullyShardedModel* data_parallel = nullptr;
 };
 
 struct StepResult {
@@ -42,7 +42,7 @@ at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBa
 // transformers' Trainer does with num_items_in_batch), so gradient accumulation equals one big
 // batch; data parallel divides by the count over all ranks, so N ranks equal one process with
 // N times the batch. `params` are the trainable parameters (clipped together; unused with
-// options.parallel, which clips over the whole job).
+// options.data_parallel, which clips over the whole job).
 StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimizer, double lr,
                       const std::vector<at::Tensor>& params, const std::vector<TrainBatch>& micro_batches,
                       const StepOptions& options);

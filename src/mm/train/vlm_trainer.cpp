@@ -15,8 +15,8 @@
 #include "mm/data/loader.h"
 #include "mm/data/sample_encoder.h"
 #include "mm/data/sampler.h"
-#include "mm/dist/device_mesh.h"
-#include "mm/dist/fully_shard.h"
+#include "mm/parallel/device_mesh.h"
+#include "mm/parallel/fully_shard.h"
 #include "mm/dist/process_group.h"
 #include "mm/models/common/weights.h"
 #include "mm/models/init_weights.h"
@@ -29,7 +29,7 @@
 #include "mm/train/metrics.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
-#include "mm/train/resharding.h"
+#include "mm/checkpoint/resharding.h"
 #include "mm/train/vlm_sharding.h"
 #include "mm/train/vlm_step.h"
 
@@ -68,8 +68,8 @@ NamedParams trainable_parameters(Qwen2_5_VLForConditionalGeneration& model) {
   return out;
 }
 
-dist::Placement placement_of(const std::string& name) {
-  return name == "replicate" ? dist::Placement::replicate : dist::Placement::shard;
+parallel::Placement placement_of(const std::string& name) {
+  return name == "replicate" ? parallel::Placement::replicate : parallel::Placement::shard;
 }
 
 at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
@@ -114,8 +114,8 @@ class Run {
   nlohmann::json skipped_json() const;
 
   std::optional<dist::Rendezvous> job_;
-  std::unique_ptr<dist::DeviceMesh> mesh_;
-  std::unique_ptr<dist::FullyShardedModel> parallel_;  // when more than one process
+  std::unique_ptr<parallel::DeviceMesh> mesh_;
+  std::unique_ptr<parallel::FullyShardedModel> parallel_;  // when more than one process
 
   SamplerState data_state_;      // where the next micro-batch starts
   nlohmann::json prior_skips_;   // skip counts of the run before a resume
@@ -125,7 +125,7 @@ class Run {
 void Run::setup_parallel() {
   const auto env = dist::DistEnv::from_env();
   if (!env.distributed()) {
-    mesh_ = std::make_unique<dist::DeviceMesh>();
+    mesh_ = std::make_unique<parallel::DeviceMesh>();
     return;
   }
   const int64_t shard = config_.parallel.dp_shard == 0 ? env.world_size : config_.parallel.dp_shard;
@@ -133,8 +133,8 @@ void Run::setup_parallel() {
   dist::RendezvousOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.parallel.timeout_s * 1000));
   job_ = dist::rendezvous(env, options);
-  mesh_ = std::make_unique<dist::DeviceMesh>(
-      *job_, dist::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+  mesh_ = std::make_unique<parallel::DeviceMesh>(
+      *job_, parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
   log::info("data parallel over ", env.world_size, " processes: ", mesh_->describe());
 }
 
@@ -159,7 +159,7 @@ void Run::setup_model() {
   MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
   auto named = trainable_parameters(model_);
   if (mesh_->world_size() > 1) {
-    dist::ShardingOptions sharding;
+    parallel::ShardingOptions sharding;
     sharding.reshard_after_forward = config_.parallel.reshard_after_forward;
     sharding.prefetch = config_.parallel.prefetch;
     sharding.param_dtype = dtype_named(config_.parallel.param_dtype);
@@ -167,7 +167,7 @@ void Run::setup_model() {
     sharding.cpu_offload = config_.parallel.cpu_offload;
     auto units = vlm_sharding_units(model_, placement_of(config_.parallel.vision),
                                     placement_of(config_.parallel.language));
-    parallel_ = std::make_unique<dist::FullyShardedModel>(std::move(units), *mesh_, sharding,
+    parallel_ = std::make_unique<parallel::FullyShardedModel>(std::move(units), *mesh_, sharding,
                                                           model_->parameters().front().device());
     const auto runner = parallel_->block_runner(recompute);
     model_->model->block_runner = runner;
@@ -413,7 +413,7 @@ TrainSummary Run::execute() {
   metrics_options.write_files = is_main();
   MetricsLogger metrics(metrics_options);
   StepOptions step_options;
-  step_options.parallel = parallel_.get();
+  step_options.data_parallel = parallel_.get();
   step_options.bf16_autocast = config_.train.precision == "bf16";
   step_options.max_grad_norm = config_.train.max_grad_norm;
   log::info("training for ", total_steps, " steps (", config_.train.grad_accum, " x ", config_.train.micro_batch_size,

@@ -1,4 +1,4 @@
-#include "mm/train/checkpoint_convert.h"
+#include "mm/checkpoint/checkpoint_convert.h"
 
 #include <torch/torch.h>
 
@@ -12,7 +12,7 @@
 #include "mm/models/vlm_model.h"
 #include "mm/train/checkpoint_export.h"
 #include "mm/train/checkpoint_io.h"
-#include "mm/train/resharding.h"
+#include "mm/checkpoint/resharding.h"
 
 namespace fs = std::filesystem;
 

@@ -29,10 +29,10 @@
 #include <utility>
 #include <vector>
 
-#include "mm/dist/device_mesh.h"
+#include "mm/parallel/device_mesh.h"
 #include "mm/models/common/block_runner.h"
 
-namespace mm::dist {
+namespace mm::parallel {
 
 using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
 
@@ -152,4 +152,4 @@ class FullyShardedModel {
   int64_t gradient_bytes_ = 0;
 };
 
-}  // namespace mm::dist
+}  // namespace mm::parallel

@@ -13,7 +13,7 @@
 
 #include "mm/dist/process_group.h"
 
-namespace mm::dist {
+namespace mm::parallel {
 
 class DeviceMesh {
  public:
@@ -22,7 +22,7 @@ class DeviceMesh {
   // One process, every dimension of size 1 (no collectives are ever issued).
   DeviceMesh() = default;
   // Builds the groups. The product of the sizes must equal the job's world size.
-  DeviceMesh(const Rendezvous& job, Dims dims);
+  DeviceMesh(const dist::Rendezvous& job, Dims dims);
 
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_size_; }
@@ -49,4 +49,4 @@ class DeviceMesh {
   int64_t rank_ = 0, world_size_ = 1;
 };
 
-}  // namespace mm::dist
+}  // namespace mm::parallel

@@ -1,17 +1,17 @@
-#include "mm/dist/device_mesh.h"
+#include "mm/parallel/device_mesh.h"
 
 #include <ATen/ATen.h>
 
 #include "mm/core/error.h"
 
-namespace mm::dist {
+namespace mm::parallel {
 namespace {
 
 const c10::intrusive_ptr<c10d::Backend> kNoGroup;
 
 }  // namespace
 
-DeviceMesh::DeviceMesh(const Rendezvous& job, Dims dims)
+DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims)
     : dims_(std::move(dims)), rank_(job.env.rank), world_size_(job.env.world_size) {
   int64_t product = 1;
   for (const auto& [name, size] : dims_) {
@@ -31,7 +31,7 @@ DeviceMesh::DeviceMesh(const Rendezvous& job, Dims dims)
   if (world_size_ == 1) return;
   std::vector<int64_t> all(static_cast<size_t>(world_size_));
   for (int64_t r = 0; r < world_size_; ++r) all[static_cast<size_t>(r)] = r;
-  world_ = new_gloo_group(job, all, "world");
+  world_ = dist::new_gloo_group(job, all, "world");
   // The group along d: every rank whose other coordinates equal ours, in order along d.
   std::vector<int64_t> strides(dims_.size(), 1);
   for (size_t d = dims_.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims_[d + 1].second;
@@ -43,7 +43,7 @@ DeviceMesh::DeviceMesh(const Rendezvous& job, Dims dims)
     for (int64_t i = 0; i < size; ++i) members.push_back(first + i * strides[d]);
     std::string tag = dims_[d].first;
     for (auto m : members) tag += "-" + std::to_string(m);
-    groups_[d] = new_gloo_group(job, members, tag);
+    groups_[d] = dist::new_gloo_group(job, members, tag);
   }
 }
 
@@ -81,4 +81,4 @@ void DeviceMesh::barrier() const {
   if (world_) world_->barrier()->wait();
 }
 
-}  // namespace mm::dist
+}  // namespace mm::parallel

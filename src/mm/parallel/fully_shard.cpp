@@ -1,4 +1,4 @@
-#include "mm/dist/fully_shard.h"
+#include "mm/parallel/fully_shard.h"
 
 #include <torch/torch.h>
 
@@ -9,7 +9,7 @@
 
 #include "mm/core/error.h"
 
-namespace mm::dist {
+namespace mm::parallel {
 
 struct FullyShardedModel::Param {
   std::string name;
@@ -466,4 +466,4 @@ ShardedMemory FullyShardedModel::memory() const {
   return m;
 }
 
-}  // namespace mm::dist
+}  // namespace mm::parallel

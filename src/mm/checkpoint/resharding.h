@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "mm/data/sampler.h"
-#include "mm/dist/fully_shard.h"
+#include "mm/parallel/fully_shard.h"
 #include "mm/train/checkpoint_io.h"
 
 namespace mm {
@@ -21,12 +21,12 @@ struct ShardedPieces {
 
 // `buffers` (whole, e.g. rotary tables) and whole-kept parameters and optimizer scalars go into
 // slice 0's files only.
-ShardedPieces sharded_checkpoint_pieces(const dist::FullyShardedModel& parallel, const NamedTensors& buffers,
+ShardedPieces sharded_checkpoint_pieces(const parallel::FullyShardedModel& parallel, const NamedTensors& buffers,
                                         const NamedTensors& optimizer_state);
 
 // "exp_avg.<param>" / "exp_avg_sq.<param>" of whole shape -> this rank's padded slices; "step.*"
 // unchanged.
-NamedTensors local_optimizer_state(const dist::FullyShardedModel& parallel, const NamedTensors& whole_state);
+NamedTensors local_optimizer_state(const parallel::FullyShardedModel& parallel, const NamedTensors& whole_state);
 
 // The per-rank sampler positions a trainer_state.json holds ("data_ranks", or "data" for one
 // process). Errors name `where`.

@@ -1,12 +1,12 @@
-#include "mm/train/resharding.h"
+#include "mm/checkpoint/resharding.h"
 
 #include "mm/core/error.h"
 
 namespace mm {
 
-ShardedPieces sharded_checkpoint_pieces(const dist::FullyShardedModel& parallel, const NamedTensors& buffers,
+ShardedPieces sharded_checkpoint_pieces(const parallel::FullyShardedModel& parallel, const NamedTensors& buffers,
                                         const NamedTensors& optimizer_state) {
-  auto json_of = [](const dist::FullyShardedModel::Layout& l) {
+  auto json_of = [](const parallel::FullyShardedModel::Layout& l) {
     return slice_layout_json(l.shape, l.sharded, l.rows_per_shard);
   };
   const bool first_slice = parallel.shard_index() == 0;
@@ -35,7 +35,7 @@ ShardedPieces sharded_checkpoint_pieces(const dist::FullyShardedModel& parallel,
   return out;
 }
 
-NamedTensors local_optimizer_state(const dist::FullyShardedModel& parallel, const NamedTensors& whole_state) {
+NamedTensors local_optimizer_state(const parallel::FullyShardedModel& parallel, const NamedTensors& whole_state) {
   NamedTensors out;
   for (const auto& [key, tensor] : whole_state) {
     const std::string param = key.substr(key.find('.') + 1);
