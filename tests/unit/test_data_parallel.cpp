@@ -288,6 +288,11 @@ TEST(DataParallel, DamagedShardedCheckpointIsAClearError) {
     layout["model"]["model.norm.weight"]["shape"] = {7};
     std::ofstream(d / "sharding.json") << layout.dump();
   }, "model.norm.weight: the slices make shape");
+  damaged("wrong_dtype", [](const fs::path& d) {
+    auto layout = nlohmann::json::parse(std::ifstream(d / "sharding.json"));
+    layout["model"]["model.norm.weight"]["dtype"] = "BF16";
+    std::ofstream(d / "sharding.json") << layout.dump();
+  }, "model.norm.weight: the slices hold F32, the layout says BF16");
 }
 
 // bf16 gathered parameters and compute with fp32 sharded masters: training follows the fp32 run

@@ -32,7 +32,7 @@ NamedTensors slice_of(const NamedTensors& whole, int64_t k, int64_t slices, nloh
     const bool cut = t.dim() >= 1 && slices > 1;
     const int64_t rows = cut ? t.size(0) : 0;
     const int64_t per = cut ? (rows + slices - 1) / slices : 0;
-    layout[name] = slice_layout_json(t.sizes().vec(), cut, per);
+    layout[name] = slice_layout_json(t.sizes().vec(), t.scalar_type(), cut, per);
     if (!cut) {
       if (k == 0) out.emplace_back(name, t);
       continue;

@@ -6,8 +6,8 @@ namespace mm {
 
 ShardedPieces sharded_checkpoint_pieces(const parallel::FullyShardedModel& parallel, const NamedTensors& buffers,
                                         const NamedTensors& optimizer_state) {
-  auto json_of = [](const parallel::FullyShardedModel::Layout& l) {
-    return slice_layout_json(l.shape, l.sharded, l.rows_per_shard);
+  auto json_of = [](const parallel::FullyShardedModel::Layout& l, const at::Tensor& t) {
+    return slice_layout_json(l.shape, t.scalar_type(), l.sharded, l.rows_per_shard);
   };
   const bool first_slice = parallel.shard_index() == 0;
   ShardedPieces out;
@@ -15,18 +15,19 @@ ShardedPieces sharded_checkpoint_pieces(const parallel::FullyShardedModel& paral
   out.optimizer_layout = nlohmann::json::object();
   for (const auto& [name, piece] : parallel.checkpoint_pieces()) {
     const auto& layout = parallel.layouts().at(name);
-    out.model_layout[name] = json_of(layout);
+    out.model_layout[name] = json_of(layout, piece);
     if (layout.sharded || first_slice) out.model.emplace_back(name, piece);
   }
   for (const auto& [name, tensor] : buffers) {
-    out.model_layout[name] = slice_layout_json(tensor.sizes().vec(), false, 0);
+    out.model_layout[name] = slice_layout_json(tensor.sizes().vec(), tensor.scalar_type(), false, 0);
     if (first_slice) out.model.emplace_back(name, tensor);
   }
   for (const auto& [key, tensor] : optimizer_state) {
     const std::string param = key.substr(key.find('.') + 1);
     const auto& layout = parallel.layouts().at(param);
     const bool whole = key.rfind("step.", 0) == 0 || !layout.sharded;
-    out.optimizer_layout[key] = whole ? slice_layout_json(tensor.sizes().vec(), false, 0) : json_of(layout);
+    out.optimizer_layout[key] =
+        whole ? slice_layout_json(tensor.sizes().vec(), tensor.scalar_type(), false, 0) : json_of(layout, tensor);
     if (!whole)
       out.optimizer.emplace_back(key, parallel.checkpoint_piece(param, tensor));
     else if (first_slice)

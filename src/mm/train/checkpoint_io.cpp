@@ -151,8 +151,9 @@ std::string model_slice_file(int64_t slice, int64_t slices) { return numbered("m
 std::string optimizer_slice_file(int64_t slice, int64_t slices) { return numbered("optimizer-shard", slice, slices); }
 std::string rng_rank_file(int64_t rank) { return numbered("rng-rank", rank, 0); }
 
-nlohmann::json slice_layout_json(const std::vector<int64_t>& shape, bool sharded, int64_t rows_per_shard) {
-  return {{"shape", shape}, {"sharded", sharded}, {"rows_per_shard", rows_per_shard}};
+nlohmann::json slice_layout_json(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool sharded,
+                                 int64_t rows_per_shard) {
+  return {{"shape", shape}, {"dtype", dtype_name(dtype)}, {"sharded", sharded}, {"rows_per_shard", rows_per_shard}};
 }
 
 std::string checkpoint_dir_name(int64_t step) {
@@ -300,6 +301,9 @@ NamedTensors whole_tensors(const nlohmann::json& layouts, const std::vector<Chec
     }
     MM_CHECK(whole.sizes() == at::IntArrayRef(shape), where, ": the slices make shape ", whole.sizes(),
              ", the layout says ", at::IntArrayRef(shape));
+    if (layout.contains("dtype"))
+      MM_CHECK(dtype_name(whole.scalar_type()) == layout["dtype"].get<std::string>(), where, ": the slices hold ",
+               dtype_name(whole.scalar_type()), ", the layout says ", layout["dtype"].get<std::string>());
     out.emplace_back(name, whole);
   }
   return out;

@@ -73,7 +73,8 @@ struct ShardedWrite {
   int64_t shard = 0, shards = 1;  // this rank's slice index and the slice count
   bool writes_pieces = true;      // one replica per slice writes model and optimizer pieces
   // sharding.json (used from rank 0): {"shards": S, "world_size": W, "model": {name: layout},
-  // "optimizer": {name: layout}} with layout {"shape": [...], "sharded": bool, "rows_per_shard": r}.
+  // "optimizer": {name: layout}} with layout {"shape": [...], "dtype": "F32", "sharded": bool,
+  // "rows_per_shard": r}.
   nlohmann::json layout;
   std::function<void()> barrier;  // over all ranks
 };
@@ -82,7 +83,8 @@ struct ShardedWrite {
 std::string model_slice_file(int64_t slice, int64_t slices);
 std::string optimizer_slice_file(int64_t slice, int64_t slices);
 std::string rng_rank_file(int64_t rank);
-nlohmann::json slice_layout_json(const std::vector<int64_t>& shape, bool sharded, int64_t rows_per_shard);
+nlohmann::json slice_layout_json(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool sharded,
+                                 int64_t rows_per_shard);
 
 // `piece`: this rank's model and optimizer pieces, its rng, and (rank 0) the state and extra files.
 std::filesystem::path save_sharded_training_checkpoint(const std::filesystem::path& checkpoints_dir, int64_t step,
