@@ -1,0 +1,3 @@
+# Diffusion schedulers and samplers: parity with diffusers.
+mm_oracle(flow_match_euler)
+mm_test(test_flow_match_euler ORACLES flow_match_euler)
