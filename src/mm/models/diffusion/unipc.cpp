@@ -22,16 +22,19 @@ struct Coefficients {
   std::vector<at::Tensor> D1s;
 };
 
-Coefficients coefficients(const at::Tensor& lambda_t, const at::Tensor& lambda_s0, const std::vector<at::Tensor>& older_lambdas,
-                          const std::vector<at::Tensor>& older_outputs, const at::Tensor& m0, int64_t order,
-                          const std::string& solver_type) {
+// For the step from sigmas[s0] to sigmas[t] with `order` - 1 older predictions (at sigmas[s0 - 1],
+// sigmas[s0 - 2], ...; `outputs` holds the predictions, newest last = the one at s0).
+Coefficients coefficients(const at::Tensor& sigmas, const std::vector<at::Tensor>& outputs, int64_t t, int64_t s0,
+                          int64_t order, const std::string& solver_type, const c10::Device& device) {
+  const auto lambda_t = lambda_of(sigmas[t].to(device)), lambda_s0 = lambda_of(sigmas[s0].to(device));
+  const auto& m0 = outputs.back();
   Coefficients c;
   const auto h = lambda_t - lambda_s0;
   std::vector<at::Tensor> rks;
-  for (size_t i = 0; i < older_lambdas.size(); ++i) {
-    const auto rk = (older_lambdas[i] - lambda_s0) / h;
+  for (int64_t i = 1; i < order; ++i) {
+    const auto rk = (lambda_of(sigmas[s0 - i].to(device)) - lambda_s0) / h;
     rks.push_back(rk);
-    c.D1s.push_back((older_outputs[i] - m0) / rk);
+    c.D1s.push_back((outputs[outputs.size() - 1 - static_cast<size_t>(i)] - m0) / rk);
   }
   rks.push_back(torch::ones({}, lambda_t.options()));
   c.rks = torch::stack(rks);
@@ -153,13 +156,7 @@ at::Tensor UniPCScheduler::predict(const at::Tensor& x, int64_t order) const {
   const auto sigma_t = sigmas_[step_index_ + 1].to(device), sigma_s0 = sigmas_[step_index_].to(device);
   const auto alpha_t = 1 - sigma_t;
   const auto& m0 = outputs_.back();
-  std::vector<at::Tensor> older_lambdas, older_outputs;
-  for (int64_t i = 1; i < order; ++i) {
-    older_lambdas.push_back(lambda_of(sigmas_[step_index_ - i].to(device)));
-    older_outputs.push_back(outputs_[outputs_.size() - 1 - static_cast<size_t>(i)]);
-  }
-  const auto c = coefficients(lambda_of(sigma_t), lambda_of(sigma_s0), older_lambdas, older_outputs, m0, order,
-                              config_.solver_type);
+  const auto c = coefficients(sigmas_, outputs_, step_index_ + 1, step_index_, order, config_.solver_type, device);
   const auto x_t_ = sigma_t / sigma_s0 * x - alpha_t * c.h_phi_1 * m0;
   if (c.D1s.empty()) return x_t_.to(x.scalar_type());
   const auto rhos_p = order == 2 ? torch::full({1}, 0.5, x.options())
@@ -174,13 +171,7 @@ at::Tensor UniPCScheduler::correct(const at::Tensor& model_t, const at::Tensor& 
   const auto sigma_t = sigmas_[step_index_].to(device), sigma_s0 = sigmas_[step_index_ - 1].to(device);
   const auto alpha_t = 1 - sigma_t;
   const auto& m0 = outputs_.back();
-  std::vector<at::Tensor> older_lambdas, older_outputs;
-  for (int64_t i = 1; i < order; ++i) {
-    older_lambdas.push_back(lambda_of(sigmas_[step_index_ - (i + 1)].to(device)));
-    older_outputs.push_back(outputs_[outputs_.size() - 1 - static_cast<size_t>(i)]);
-  }
-  const auto c = coefficients(lambda_of(sigma_t), lambda_of(sigma_s0), older_lambdas, older_outputs, m0, order,
-                              config_.solver_type);
+  const auto c = coefficients(sigmas_, outputs_, step_index_, step_index_ - 1, order, config_.solver_type, device);
   const auto rhos_c = order == 1 ? torch::full({1}, 0.5, last_sample.options())
                                  : at::linalg_solve(c.R, c.b).to(last_sample.scalar_type());
   const auto x_t_ = sigma_t / sigma_s0 * last_sample - alpha_t * c.h_phi_1 * m0;
