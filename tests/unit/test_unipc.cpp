@@ -6,6 +6,8 @@
 
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
+#include "mm/models/diffusion/flow_match_euler.h"
+#include "mm/models/diffusion/flow_sampler.h"
 #include "mm/models/diffusion/unipc.h"
 #include "testing.h"
 
@@ -55,6 +57,25 @@ TEST(UniPC, UnsupportedConfigsAreNamed) {
   refused("shift_terminal", 0.1, "shift_terminal: not supported");
   UniPCScheduler scheduler(UniPCConfig::from_file(golden_dir("unipc_multistep") / "case0.json"));
   EXPECT_THROW_MSG(scheduler.step(torch::zeros({2}), torch::zeros({2})), "call set_timesteps before step");
+}
+
+TEST(FlowSampler, SchedulerConfigNamesTheSampler) {
+  const auto dir = testing::temp_dir("flow_sampler");
+  auto write = [&](const std::string& name, const nlohmann::json& json) {
+    std::ofstream(dir / name) << json.dump();
+    return dir / name;
+  };
+  auto unipc = make_flow_sampler(write("unipc.json", {{"_class_name", "UniPCMultistepScheduler"},
+                                                      {"use_flow_sigmas", true},
+                                                      {"prediction_type", "flow_prediction"},
+                                                      {"flow_shift", 3.0}}));
+  EXPECT_NE(dynamic_cast<UniPCScheduler*>(unipc.get()), nullptr);
+  auto euler = make_flow_sampler(write("euler.json", {{"_class_name", "FlowMatchEulerDiscreteScheduler"}, {"shift", 5.0}}));
+  EXPECT_NE(dynamic_cast<FlowMatchEulerScheduler*>(euler.get()), nullptr);
+  euler->set_timesteps(4);
+  EXPECT_EQ(euler->timesteps().size(0), 4);
+  EXPECT_THROW_MSG(make_flow_sampler(write("ddim.json", {{"_class_name", "DDIMScheduler"}})),
+                   "ddim.json: _class_name: 'DDIMScheduler' is not a supported sampler");
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "mm/models/diffusion/flow_sampler.h"
+
 namespace mm {
 
 struct FlowMatchEulerConfig {
@@ -21,18 +23,18 @@ struct FlowMatchEulerConfig {
   static FlowMatchEulerConfig from_file(const std::filesystem::path& scheduler_config_json);
 };
 
-class FlowMatchEulerScheduler {
+class FlowMatchEulerScheduler : public FlowSampler {
  public:
   explicit FlowMatchEulerScheduler(FlowMatchEulerConfig config);
 
-  void set_timesteps(int64_t num_inference_steps);
-  const at::Tensor& timesteps() const { return timesteps_; }  // [steps] float32, sigma * num_train_timesteps
-  const at::Tensor& sigmas() const { return sigmas_; }        // [steps + 1] float32, ending in 0
+  void set_timesteps(int64_t num_inference_steps) override;
+  const at::Tensor& timesteps() const override { return timesteps_; }  // [steps] float32, sigma * num_train_timesteps
+  const at::Tensor& sigmas() const override { return sigmas_; }        // [steps + 1] float32, ending in 0
   int64_t step_index() const { return step_index_; }
 
   // One Euler step from the current sigma to the next; model_output (the predicted velocity) and
   // sample share a shape. Returns the next sample in model_output's dtype and advances.
-  at::Tensor step(const at::Tensor& model_output, const at::Tensor& sample);
+  at::Tensor step(const at::Tensor& model_output, const at::Tensor& sample) override;
 
   // Training's noising at `sigma` (one per batch item or a scalar): sigma * noise + (1 - sigma) * sample.
   static at::Tensor scale_noise(const at::Tensor& sample, const at::Tensor& sigma, const at::Tensor& noise);

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "mm/models/diffusion/flow_sampler.h"
+
 namespace mm {
 
 struct UniPCConfig {
@@ -29,19 +31,19 @@ struct UniPCConfig {
   static UniPCConfig from_file(const std::filesystem::path& scheduler_config_json);
 };
 
-class UniPCScheduler {
+class UniPCScheduler : public FlowSampler {
  public:
   explicit UniPCScheduler(UniPCConfig config);
 
-  void set_timesteps(int64_t num_inference_steps);
-  const at::Tensor& timesteps() const { return timesteps_; }  // [steps] int64, as diffusers truncates them
-  const at::Tensor& sigmas() const { return sigmas_; }        // [steps + 1] float32
+  void set_timesteps(int64_t num_inference_steps) override;
+  const at::Tensor& timesteps() const override { return timesteps_; }  // [steps] int64, as diffusers truncates them
+  const at::Tensor& sigmas() const override { return sigmas_; }        // [steps + 1] float32
   int64_t step_index() const { return step_index_; }
 
   // One step: model_output is the predicted velocity at the current sigma for `sample`; returns
   // the sample at the next sigma (in sample's dtype) and advances. Corrects the previous step's
   // prediction first (UniC) when it may.
-  at::Tensor step(const at::Tensor& model_output, const at::Tensor& sample);
+  at::Tensor step(const at::Tensor& model_output, const at::Tensor& sample) override;
 
  private:
   at::Tensor predict(const at::Tensor& sample, int64_t order) const;
