@@ -2,102 +2,127 @@
 
 #include <set>
 
+#include "mm/core/config_section.h"
 #include "mm/core/error.h"
 
 namespace mm {
-namespace {
 
-// One section of the YAML: typed reads that remember which keys were read, so that anything
-// left over is reported as unknown.
-class Section {
- public:
-  // A missing or empty section reads as an empty mapping: every key keeps its default.
-  Section(const YAML::Node& root, const std::string& file, const std::string& name)
-      : node_(section_of(root, file, name)), file_(file), name_(name) {}
+void read_train_section(const YAML::Node& root, const std::string& file, TrainConfig::Train& out) {
+  ConfigSection train(root, file, "train");
+  train.read("seed", out.seed);
+  train.read("micro_batch_size", out.micro_batch_size);
+  train.read("grad_accum", out.grad_accum);
+  train.read("max_steps", out.max_steps);
+  train.read("epochs", out.epochs);
+  train.read("precision", out.precision);
+  train.read("recompute", out.recompute);
+  train.read("max_grad_norm", out.max_grad_norm);
+  train.read("threads", out.threads);
+  train.check(out.micro_batch_size >= 1, "micro_batch_size", "must be at least 1");
+  train.check(out.grad_accum >= 1, "grad_accum", "must be at least 1");
+  train.check(out.max_steps >= 0, "max_steps", "must not be negative");
+  train.check(out.max_steps > 0 || out.epochs >= 1, "epochs", "must be at least 1 when max_steps is 0");
+  train.one_of("precision", out.precision, {"fp32", "bf16"});
+  train.check(out.threads >= 0, "threads", "must not be negative");
+  train.finish();
+}
 
-  template <typename T>
-  void read(const std::string& key, T& out) {
-    keys_.insert(key);
-    const YAML::Node value = node_[key];  // const lookup: never adds the key
-    if (!value.IsDefined() || value.IsNull()) return;
-    try {
-      out = value.template as<T>();
-    } catch (const YAML::Exception&) {
-      fail(file_, ": ", name_, ".", key, ": has the wrong type (", YAML::Dump(value), ")");
-    }
-  }
-  void read(const std::string& key, std::filesystem::path& out) {
-    std::string s;
-    read(key, s);
-    if (!s.empty()) out = s;
-  }
-  template <typename T>
-  void read(const std::string& key, std::optional<T>& out) {
-    T value{};
-    keys_.insert(key);
-    const YAML::Node given = node_[key];
-    if (!given.IsDefined() || given.IsNull()) return;
-    read(key, value);
-    out = value;
-  }
-  void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
-    std::string list;
-    for (const char* a : allowed) {
-      if (value == a) return;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    fail(file_, ": ", name_, ".", key, ": '", value, "' is not one of ", list);
-  }
-  void check(bool ok, const std::string& key, const std::string& what) {
-    MM_CHECK(ok, file_, ": ", name_, ".", key, ": ", what);
-  }
-  // Every key present must have been read.
-  void finish() {
-    for (const auto& kv : node_) {
-      const auto key = kv.first.as<std::string>();
-      MM_CHECK(keys_.count(key), file_, ": ", name_, ".", key, ": unknown key (known: ", known(), ")");
-    }
-  }
+void read_optim_section(const YAML::Node& root, const std::string& file, TrainConfig::Optim& out) {
+  ConfigSection optim(root, file, "optim");
+  optim.read("lr", out.lr);
+  optim.read("weight_decay", out.weight_decay);
+  std::vector<double> betas{out.beta1, out.beta2};
+  optim.read("betas", betas);
+  optim.check(betas.size() == 2, "betas", "must be a list of two numbers");
+  out.beta1 = betas[0];
+  out.beta2 = betas[1];
+  optim.read("eps", out.eps);
+  optim.read("fused", out.fused);
+  optim.check(out.lr > 0, "lr", "must be positive");
+  optim.check(out.weight_decay >= 0, "weight_decay", "must not be negative");
+  optim.check(out.beta1 >= 0 && out.beta1 < 1 && out.beta2 >= 0 && out.beta2 < 1, "betas",
+              "must be in [0, 1)");
+  optim.finish();
+}
 
- private:
-  static YAML::Node section_of(const YAML::Node& root, const std::string& file, const std::string& name) {
-    const YAML::Node section = root[name];  // const lookup: an absent key gives an invalid node
-    if (!section.IsDefined() || section.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    MM_CHECK(section.IsMap(), file, ": ", name, ": must be a mapping");
-    return section;
-  }
-  std::string known() const {
-    std::string out;
-    for (const auto& k : keys_) out += (out.empty() ? "" : ", ") + k;
-    return out;
-  }
-  const YAML::Node node_;
-  std::string file_, name_;
-  std::set<std::string> keys_;
-};
+void read_schedule_section(const YAML::Node& root, const std::string& file, TrainConfig::Schedule& out) {
+  ConfigSection schedule(root, file, "schedule");
+  schedule.read("kind", out.kind);
+  schedule.read("warmup_steps", out.warmup_steps);
+  schedule.read("warmup_ratio", out.warmup_ratio);
+  schedule.read("min_lr_ratio", out.min_lr_ratio);
+  schedule.one_of("kind", out.kind, {"cosine", "linear", "constant"});
+  schedule.check(out.warmup_steps >= 0, "warmup_steps", "must not be negative");
+  schedule.check(out.warmup_ratio >= 0 && out.warmup_ratio < 1, "warmup_ratio", "must be in [0, 1)");
+  schedule.check(out.min_lr_ratio >= 0 && out.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]");
+  schedule.finish();
+}
 
-}  // namespace
+void read_output_section(const YAML::Node& root, const std::string& file, TrainConfig::Output& out) {
+  ConfigSection output(root, file, "output");
+  output.read("dir", out.dir);
+  output.read("save_every", out.save_every);
+  output.read("keep_last", out.keep_last);
+  output.read("tensorboard", out.tensorboard);
+  output.read("resume", out.resume);
+  output.check(out.save_every >= 0, "save_every", "must not be negative");
+  output.check(out.keep_last >= 1, "keep_last", "must be at least 1");
+  output.finish();
+}
+
+void read_parallel_section(const YAML::Node& root, const std::string& file, TrainConfig::Parallel& out, bool towers) {
+  ConfigSection parallel(root, file, "parallel");
+  parallel.read("dp_shard", out.dp_shard);
+  parallel.read("reshard_after_forward", out.reshard_after_forward);
+  parallel.read("prefetch", out.prefetch);
+  parallel.read("param_dtype", out.param_dtype);
+  parallel.read("reduce_dtype", out.reduce_dtype);
+  parallel.read("cpu_offload", out.cpu_offload);
+  if (towers) {
+    parallel.read("vision", out.vision);
+    parallel.read("language", out.language);
+  }
+  parallel.read("timeout_s", out.timeout_s);
+  parallel.check(out.dp_shard >= 0, "dp_shard", "must not be negative (0: all ranks)");
+  parallel.one_of("param_dtype", out.param_dtype, {"fp32", "bf16"});
+  parallel.one_of("reduce_dtype", out.reduce_dtype, {"fp32", "bf16"});
+  parallel.one_of("vision", out.vision, {"shard", "replicate"});
+  parallel.one_of("language", out.language, {"shard", "replicate"});
+  parallel.check(out.timeout_s > 0, "timeout_s", "must be positive");
+  parallel.finish();
+}
+
+std::string train_task_of(const YAML::Node& root, const std::string& file) {
+  MM_CHECK(root.IsMap(), file, ": the run config must be a mapping");
+  const YAML::Node task = root["task"];
+  if (!task.IsDefined() || task.IsNull()) return "vlm";
+  MM_CHECK(task.IsScalar(), file, ": task: must be vlm or text_to_video");
+  const auto name = task.as<std::string>();
+  MM_CHECK(name == "vlm" || name == "text_to_video", file, ": task: '", name, "' is not one of vlm, text_to_video");
+  return name;
+}
 
 TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) {
   MM_CHECK(root.IsMap(), file, ": the run config must be a mapping");
-  const std::set<std::string> sections = {"model", "data",     "train",  "freeze", "lora",
-                                          "optim", "schedule", "output", "eval",   "parallel"};
+  const std::set<std::string> sections = {"task",  "model",    "data",   "train", "freeze", "lora",
+                                          "optim", "schedule", "output", "eval",  "parallel"};
   for (const auto& kv : root) {
     const auto key = kv.first.as<std::string>();
-    MM_CHECK(sections.count(key), file, ": ", key, ": unknown section (known: model, data, train, freeze, lora, optim, "
-             "schedule, output, eval, parallel)");
+    MM_CHECK(sections.count(key), file, ": ", key, ": unknown section (known: task, model, data, train, freeze, lora, "
+             "optim, schedule, output, eval, parallel)");
   }
+  MM_CHECK(train_task_of(root, file) == "vlm", file, ": task: this is the vision-language trainer's parser");
   TrainConfig c;
   c.source = YAML::Clone(root);
 
-  Section model(root, file, "model");
+  ConfigSection model(root, file, "model");
   model.read("path", c.model.path);
   model.read("from_scratch", c.model.from_scratch);
   model.read("init_seed", c.model.init_seed);
   model.check(!c.model.path.empty(), "path", "required (a Hugging Face Qwen2.5-VL directory)");
   model.finish();
 
-  Section data(root, file, "data");
+  ConfigSection data(root, file, "data");
   data.read("train", c.data.train);
   data.read("root", c.data.root);
   data.read("max_seq_len", c.data.max_seq_len);
@@ -124,31 +149,15 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   if (c.data.root.empty()) c.data.root = c.data.train.parent_path();
   data.finish();
 
-  Section train(root, file, "train");
-  train.read("seed", c.train.seed);
-  train.read("micro_batch_size", c.train.micro_batch_size);
-  train.read("grad_accum", c.train.grad_accum);
-  train.read("max_steps", c.train.max_steps);
-  train.read("epochs", c.train.epochs);
-  train.read("precision", c.train.precision);
-  train.read("recompute", c.train.recompute);
-  train.read("max_grad_norm", c.train.max_grad_norm);
-  train.read("threads", c.train.threads);
-  train.check(c.train.micro_batch_size >= 1, "micro_batch_size", "must be at least 1");
-  train.check(c.train.grad_accum >= 1, "grad_accum", "must be at least 1");
-  train.check(c.train.max_steps >= 0, "max_steps", "must not be negative");
-  train.check(c.train.max_steps > 0 || c.train.epochs >= 1, "epochs", "must be at least 1 when max_steps is 0");
-  train.one_of("precision", c.train.precision, {"fp32", "bf16"});
-  train.check(c.train.threads >= 0, "threads", "must not be negative");
-  train.finish();
+  read_train_section(root, file, c.train);
 
-  Section freeze(root, file, "freeze");
+  ConfigSection freeze(root, file, "freeze");
   freeze.read("vision_tower", c.freeze.vision_tower);
   freeze.read("projector", c.freeze.projector);
   freeze.read("language_model", c.freeze.language_model);
   freeze.finish();
 
-  Section lora(root, file, "lora");
+  ConfigSection lora(root, file, "lora");
   lora.read("enabled", c.lora_enabled);
   lora.read("rank", c.lora.rank);
   lora.read("alpha", c.lora.alpha);
@@ -160,62 +169,12 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   lora.check(!c.lora.target_modules.empty(), "target_modules", "must name at least one module");
   lora.finish();
 
-  Section optim(root, file, "optim");
-  optim.read("lr", c.optim.lr);
-  optim.read("weight_decay", c.optim.weight_decay);
-  std::vector<double> betas{c.optim.beta1, c.optim.beta2};
-  optim.read("betas", betas);
-  optim.check(betas.size() == 2, "betas", "must be a list of two numbers");
-  c.optim.beta1 = betas[0];
-  c.optim.beta2 = betas[1];
-  optim.read("eps", c.optim.eps);
-  optim.read("fused", c.optim.fused);
-  optim.check(c.optim.lr > 0, "lr", "must be positive");
-  optim.check(c.optim.weight_decay >= 0, "weight_decay", "must not be negative");
-  optim.check(c.optim.beta1 >= 0 && c.optim.beta1 < 1 && c.optim.beta2 >= 0 && c.optim.beta2 < 1, "betas",
-              "must be in [0, 1)");
-  optim.finish();
+  read_optim_section(root, file, c.optim);
+  read_schedule_section(root, file, c.schedule);
+  read_output_section(root, file, c.output);
+  read_parallel_section(root, file, c.parallel, /*towers=*/true);
 
-  Section schedule(root, file, "schedule");
-  schedule.read("kind", c.schedule.kind);
-  schedule.read("warmup_steps", c.schedule.warmup_steps);
-  schedule.read("warmup_ratio", c.schedule.warmup_ratio);
-  schedule.read("min_lr_ratio", c.schedule.min_lr_ratio);
-  schedule.one_of("kind", c.schedule.kind, {"cosine", "linear", "constant"});
-  schedule.check(c.schedule.warmup_steps >= 0, "warmup_steps", "must not be negative");
-  schedule.check(c.schedule.warmup_ratio >= 0 && c.schedule.warmup_ratio < 1, "warmup_ratio", "must be in [0, 1)");
-  schedule.check(c.schedule.min_lr_ratio >= 0 && c.schedule.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]");
-  schedule.finish();
-
-  Section output(root, file, "output");
-  output.read("dir", c.output.dir);
-  output.read("save_every", c.output.save_every);
-  output.read("keep_last", c.output.keep_last);
-  output.read("tensorboard", c.output.tensorboard);
-  output.read("resume", c.output.resume);
-  output.check(c.output.save_every >= 0, "save_every", "must not be negative");
-  output.check(c.output.keep_last >= 1, "keep_last", "must be at least 1");
-  output.finish();
-
-  Section parallel(root, file, "parallel");
-  parallel.read("dp_shard", c.parallel.dp_shard);
-  parallel.read("reshard_after_forward", c.parallel.reshard_after_forward);
-  parallel.read("prefetch", c.parallel.prefetch);
-  parallel.read("param_dtype", c.parallel.param_dtype);
-  parallel.read("reduce_dtype", c.parallel.reduce_dtype);
-  parallel.read("cpu_offload", c.parallel.cpu_offload);
-  parallel.read("vision", c.parallel.vision);
-  parallel.read("language", c.parallel.language);
-  parallel.read("timeout_s", c.parallel.timeout_s);
-  parallel.check(c.parallel.dp_shard >= 0, "dp_shard", "must not be negative (0: all ranks)");
-  parallel.one_of("param_dtype", c.parallel.param_dtype, {"fp32", "bf16"});
-  parallel.one_of("reduce_dtype", c.parallel.reduce_dtype, {"fp32", "bf16"});
-  parallel.one_of("vision", c.parallel.vision, {"shard", "replicate"});
-  parallel.one_of("language", c.parallel.language, {"shard", "replicate"});
-  parallel.check(c.parallel.timeout_s > 0, "timeout_s", "must be positive");
-  parallel.finish();
-
-  Section eval(root, file, "eval");
+  ConfigSection eval(root, file, "eval");
   eval.read("data", c.eval.data);
   eval.read("root", c.eval.root);
   eval.read("max_new_tokens", c.eval.max_new_tokens);

@@ -109,6 +109,17 @@ struct TrainConfig {
   YAML::Node source;
 };
 
+// The run config's `task` (vlm when absent | text_to_video): which trainer reads the rest.
+std::string train_task_of(const YAML::Node& root, const std::string& file);
+
+// The sections every trainer shares, read from `root` into `out` (errors name `file` and the
+// key; unknown keys are errors). `towers`: the VLM's per-tower placement keys are accepted.
+void read_train_section(const YAML::Node& root, const std::string& file, TrainConfig::Train& out);
+void read_optim_section(const YAML::Node& root, const std::string& file, TrainConfig::Optim& out);
+void read_schedule_section(const YAML::Node& root, const std::string& file, TrainConfig::Schedule& out);
+void read_output_section(const YAML::Node& root, const std::string& file, TrainConfig::Output& out);
+void read_parallel_section(const YAML::Node& root, const std::string& file, TrainConfig::Parallel& out, bool towers);
+
 // Parses a loaded run config; `file` names it in errors ("cfg.yaml: train.grad_accum: ...").
 // Relative paths are taken relative to the current directory, as a user typed them.
 TrainConfig parse_train_config(const YAML::Node& root, const std::string& file);

@@ -2,44 +2,15 @@
 
 #include <torch/torch.h>
 
-#include <ATen/autocast_mode.h>
-
 #include <cmath>
 
 #include "mm/core/error.h"
 #include "mm/parallel/fully_shard.h"
+#include "mm/train/autocast.h"
 #include "mm/train/grad_clip.h"
 #include "mm/train/optimizer.h"
 
 namespace mm {
-namespace {
-
-// bf16 autocast on the parameters' device for the guard's lifetime.
-class AutocastGuard {
- public:
-  AutocastGuard(bool enabled, c10::DeviceType device) : enabled_(enabled), device_(device) {
-    if (!enabled_) return;
-    previous_ = at::autocast::is_autocast_enabled(device_);
-    previous_dtype_ = at::autocast::get_autocast_dtype(device_);
-    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
-    at::autocast::set_autocast_enabled(device_, true);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastGuard() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(device_, previous_);
-    at::autocast::set_autocast_dtype(device_, previous_dtype_);
-  }
-
- private:
-  bool enabled_;
-  c10::DeviceType device_;
-  bool previous_ = false;
-  at::ScalarType previous_dtype_ = at::kBFloat16;
-};
-
-}  // namespace
 
 at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBatch& batch) {
   MM_CHECK(batch.targets.defined() && batch.targets.sizes() == batch.inputs.input_ids.sizes(),
