@@ -1,3 +1,5 @@
 # Vision encoders: parity with the transformers implementations.
 mm_oracle(qwen2_5_vl_vision)
 mm_test(test_qwen2_5_vl_vision ORACLES qwen2_5_vl_vision)
+mm_oracle(clip_vision)
+mm_test(test_clip_vision ORACLES clip_vision)
