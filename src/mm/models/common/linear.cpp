@@ -21,7 +21,9 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias)
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  auto out = torch::nn::functional::linear(x, weight, bias);
+  // at::linear as Python's F.linear: libtorch's functional::linear adds the bias after the
+  // matmul for inputs above 2-D, rounding twice in bf16.
+  auto out = torch::linear(x, weight, bias);
   if (!lora_A) return out;
   // As PEFT: the adapter path sees the input in its own dtype.
   auto h = x.to(lora_A->weight.scalar_type());
