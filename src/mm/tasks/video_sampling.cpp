@@ -1,0 +1,111 @@
+#include "mm/tasks/video_sampling.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "mm/core/error.h"
+#include "mm/models/diffusion/flow_sampler.h"
+#include "mm/models/sora_model.h"
+
+namespace mm {
+
+void VideoSamplingOptions::validate() const {
+  MM_CHECK(frames >= 1, "--frames: must be at least 1, got ", frames);
+  MM_CHECK(height >= 16 && height % 16 == 0, "--size: the height must be a positive multiple of 16, got ", height);
+  MM_CHECK(width >= 16 && width % 16 == 0, "--size: the width must be a positive multiple of 16, got ", width);
+  MM_CHECK(steps >= 1, "--steps: must be at least 1, got ", steps);
+  MM_CHECK(max_sequence_length >= 1, "max_sequence_length: must be at least 1");
+}
+
+namespace {
+
+// The pipeline's latent shape; frames are first rounded down to 1 + k * temporal compression.
+std::vector<int64_t> latent_shape(const WanModel& model, int64_t batch, const VideoSamplingOptions& o) {
+  const auto& vae = model.vae->config();
+  const int64_t t = vae.temporal_compression(), s = vae.spatial_compression();
+  const auto& patch = model.transformer->config().patch_size;
+  MM_CHECK(o.height % (s * patch[1]) == 0 && o.width % (s * patch[2]) == 0, "--size: ", o.width, "x", o.height,
+           " must be a multiple of ", s * patch[2], "x", s * patch[1], " (VAE compression times patch size)");
+  const int64_t frames = std::max<int64_t>(o.frames / t * t + 1, 1);
+  return {batch, model.transformer->config().in_channels, (frames - 1) / t + 1, o.height / s, o.width / s};
+}
+
+at::Tensor timestep_input(const WanModel& model, const at::Tensor& t, const at::Tensor& latents) {
+  const auto batch = latents.size(0);
+  if (!model.config.expand_timesteps) return t.reshape({1}).expand({batch});
+  // Wan2.2 TI2V: one timestep per patch token ((T' x H'/2 x W'/2) of them), all t without an image.
+  const auto& patch = model.transformer->config().patch_size;
+  const int64_t tokens = latents.size(2) / patch[0] * (latents.size(3) / patch[1]) * (latents.size(4) / patch[2]);
+  return t.to(at::kFloat).reshape({1, 1}).expand({batch, tokens});
+}
+
+}  // namespace
+
+SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Tensor& text,
+                                                  const at::Tensor& negative_text, const VideoSamplingOptions& o,
+                                                  const at::Tensor& initial_latents, const SamplingProgress& progress) {
+  o.validate();
+  MM_CHECK(model.transformer, "sampling needs the transformer (", model.dir.string(), "/transformer)");
+  MM_CHECK(model.vae, "sampling needs the VAE (", model.dir.string(), "/vae)");
+  const bool guided = o.guidance > 1.0;
+  MM_CHECK(!guided || negative_text.defined(), "classifier-free guidance needs negative prompt embeddings");
+  torch::NoGradGuard no_grad;
+  const auto batch = text.size(0);
+  const auto shape = latent_shape(model, batch, o);
+  at::Tensor latents;
+  if (initial_latents.defined()) {
+    MM_CHECK(initial_latents.sizes() == at::IntArrayRef(shape), "initial latents must be ", at::IntArrayRef(shape),
+             ", got ", initial_latents.sizes());
+    latents = initial_latents.to(at::kFloat);
+  } else {
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+    latents = at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+  }
+  auto sampler = make_flow_sampler(model.dir / "scheduler" / "scheduler_config.json");
+  sampler->set_timesteps(o.steps);
+  const auto timesteps = sampler->timesteps();
+  const auto dtype = model.transformer->parameters().front().scalar_type();
+  const auto cond = text.to(dtype), uncond = guided ? negative_text.to(dtype) : at::Tensor();
+  for (int64_t i = 0; i < timesteps.size(0); ++i) {
+    const auto t = timesteps[i];
+    const double t_value = t.item<double>();
+    auto& predictor = model.transformer_for(t_value);
+    const bool low_noise = model.guidance_switches() && t_value < model.boundary_timestep();
+    const double guidance = low_noise ? o.guidance_2.value_or(o.guidance) : o.guidance;
+    const auto input = latents.to(dtype);
+    const auto timestep = timestep_input(model, t, latents);
+    auto prediction = predictor->forward(input, timestep, cond);
+    if (guided) {
+      const auto unconditional = predictor->forward(input, timestep, uncond);
+      prediction = unconditional + guidance * (prediction - unconditional);
+    }
+    latents = sampler->step(prediction, latents);
+    if (progress) progress(i + 1, timesteps.size(0));
+  }
+  SampledVideo out;
+  out.latents = latents;
+  const auto vae_dtype = model.vae->parameters().front().scalar_type();
+  const auto raw = model.vae->denormalize_latents(latents.to(vae_dtype));
+  const auto decoded = o.tiled_decode ? model.vae->tiled_decode(raw, o.tiling) : model.vae->decode(raw);
+  out.video = (decoded.to(at::kFloat) * 0.5 + 0.5).clamp(0, 1);
+  return out;
+}
+
+SampledVideo sample_text_to_video(WanModel& model, const std::vector<std::string>& prompts,
+                                  const VideoSamplingOptions& o, const at::Tensor& initial_latents,
+                                  const SamplingProgress& progress) {
+  MM_CHECK(!prompts.empty(), "sampling needs at least one prompt");
+  o.validate();
+  const auto text = model.encode_prompts(prompts, o.max_sequence_length);
+  at::Tensor negative;
+  if (o.guidance > 1.0)
+    negative = model.encode_prompts(std::vector<std::string>(prompts.size(), o.negative_prompt), o.max_sequence_length);
+  return sample_text_to_video_from_embeddings(model, text, negative, o, initial_latents, progress);
+}
+
+at::Tensor video_to_uint8_frames(const at::Tensor& video) {
+  MM_CHECK(video.dim() == 4 && video.size(0) == 3, "a video must be [3, frames, height, width], got ", video.sizes());
+  return (video.permute({1, 2, 3, 0}).to(at::kFloat) * 255).to(at::kByte).contiguous();
+}
+
+}  // namespace mm
