@@ -76,8 +76,9 @@ void add_infer_command(CLI::App& app) {
   options->generation.greedy = false;
   options->generation.max_new_tokens = 128;
   CLI::App* cmd = app.add_subcommand(
-      "infer", "Answer a prompt about images and videos with a vision-language model (Qwen2.5-VL)");
-  cmd->add_option("--model", options->model, "Hugging Face model directory")->required()->check(CLI::ExistingDirectory);
+      "infer", "Answer a prompt about images and videos with a vision-language model (Qwen2.5-VL); "
+               "`infer t2v` generates a video from text (Wan)");
+  cmd->add_option("--model", options->model, "Hugging Face model directory")->check(CLI::ExistingDirectory);
   cmd->add_option("--image", options->images, "Image file (JPEG, PNG, WebP); repeat for several")->check(CLI::ExistingFile);
   cmd->add_option("--video", options->videos, "Video file (anything FFmpeg reads); repeat for several")->check(CLI::ExistingFile);
   cmd->add_option("--prompt", options->prompt, "The user's question or instruction");
@@ -95,7 +96,12 @@ void add_infer_command(CLI::App& app) {
   cmd->add_option("--video-fps", options->video_fps, "Frames per second sampled from videos (0 = as the model's video_preprocessor_config.json says)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--video-frames", options->video_frames, "Most frames taken from a video (0 = the processor's limit)")->capture_default_str();
   cmd->add_flag("--show-prompt", options->show_prompt, "Print the rendered chat prompt to stderr");
-  cmd->callback([options] { run_infer(*options); });
+  add_video_infer_commands(*cmd);
+  cmd->callback([cmd, options] {
+    if (!cmd->get_subcommands().empty()) return;  // `infer t2v` ran instead
+    MM_CHECK(!options->model.empty(), "--model: required (a Hugging Face model directory)");
+    run_infer(*options);
+  });
 }
 
 }  // namespace mm::cli

@@ -11,5 +11,8 @@ void add_data_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_convert_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
+void add_extract_command(CLI::App& app);
+// `infer t2v`, a subcommand of `infer`.
+void add_video_infer_commands(CLI::App& infer);
 
 }  // namespace mm::cli

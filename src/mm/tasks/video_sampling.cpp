@@ -17,33 +17,51 @@ void VideoSamplingOptions::validate() const {
   MM_CHECK(max_sequence_length >= 1, "max_sequence_length: must be at least 1");
 }
 
+int64_t wan_pixel_frames(const WanModel& model, const VideoSamplingOptions& o) {
+  MM_CHECK(model.vae, "sampling needs the VAE (", model.dir.string(), "/vae)");
+  const int64_t t = model.vae->config().temporal_compression();
+  return std::max<int64_t>(o.frames / t * t + 1, 1);
+}
+
 namespace {
 
-// The pipeline's latent shape; frames are first rounded down to 1 + k * temporal compression.
-std::vector<int64_t> latent_shape(const WanModel& model, int64_t batch, const VideoSamplingOptions& o) {
+// The pipeline's latent shape: WanPipeline draws transformer in_channels of noise, the image
+// pipeline the VAE's z_dim (its transformer also takes the condition channels).
+std::vector<int64_t> latent_shape(const WanModel& model, int64_t batch, const VideoSamplingOptions& o, bool image) {
   const auto& vae = model.vae->config();
   const int64_t t = vae.temporal_compression(), s = vae.spatial_compression();
   const auto& patch = model.transformer->config().patch_size;
   MM_CHECK(o.height % (s * patch[1]) == 0 && o.width % (s * patch[2]) == 0, "--size: ", o.width, "x", o.height,
            " must be a multiple of ", s * patch[2], "x", s * patch[1], " (VAE compression times patch size)");
-  const int64_t frames = std::max<int64_t>(o.frames / t * t + 1, 1);
-  return {batch, model.transformer->config().in_channels, (frames - 1) / t + 1, o.height / s, o.width / s};
+  const int64_t frames = wan_pixel_frames(model, o);
+  const int64_t channels = image ? vae.z_dim : model.transformer->config().in_channels;
+  return {batch, channels, (frames - 1) / t + 1, o.height / s, o.width / s};
 }
 
-at::Tensor timestep_input(const WanModel& model, const at::Tensor& t, const at::Tensor& latents) {
+// expand_timesteps (Wan2.2 TI2V): 1 everywhere but on latent frame 0, which holds the image
+// latent: [1, 1, T', H', W'] float32 (all ones without an image).
+at::Tensor first_frame_mask(const std::vector<int64_t>& shape, bool image) {
+  auto mask = at::ones({1, 1, shape[2], shape[3], shape[4]}, at::kFloat);
+  if (image) mask.select(2, 0).zero_();
+  return mask;
+}
+
+at::Tensor timestep_input(const WanModel& model, const at::Tensor& t, const at::Tensor& latents,
+                          const at::Tensor& mask) {
   const auto batch = latents.size(0);
   if (!model.config.expand_timesteps) return t.reshape({1}).expand({batch});
-  // Wan2.2 TI2V: one timestep per patch token ((T' x H'/2 x W'/2) of them), all t without an image.
+  // One timestep per patch token ((T' x H'/2 x W'/2) of them): t, but 0 on the image's tokens.
   const auto& patch = model.transformer->config().patch_size;
-  const int64_t tokens = latents.size(2) / patch[0] * (latents.size(3) / patch[1]) * (latents.size(4) / patch[2]);
-  return t.to(at::kFloat).reshape({1, 1}).expand({batch, tokens});
+  using at::indexing::Slice;
+  const auto grid = mask[0][0].index({Slice(0, at::indexing::None, patch[0]), Slice(0, at::indexing::None, patch[1]),
+                                      Slice(0, at::indexing::None, patch[2])});
+  return (grid * t).flatten().unsqueeze(0).expand({batch, -1});
 }
 
-}  // namespace
-
-SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Tensor& text,
-                                                  const at::Tensor& negative_text, const VideoSamplingOptions& o,
-                                                  const at::Tensor& initial_latents, const SamplingProgress& progress) {
+// The denoising loop of both pipelines; `image` is null for text to video.
+SampledVideo sample(WanModel& model, const at::Tensor& text, const at::Tensor& negative_text,
+                    const WanImageConditioning* image, const VideoSamplingOptions& o, const at::Tensor& initial_latents,
+                    const SamplingProgress& progress) {
   o.validate();
   MM_CHECK(model.transformer, "sampling needs the transformer (", model.dir.string(), "/transformer)");
   MM_CHECK(model.vae, "sampling needs the VAE (", model.dir.string(), "/vae)");
@@ -51,7 +69,7 @@ SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Ten
   MM_CHECK(!guided || negative_text.defined(), "classifier-free guidance needs negative prompt embeddings");
   torch::NoGradGuard no_grad;
   const auto batch = text.size(0);
-  const auto shape = latent_shape(model, batch, o);
+  const auto shape = latent_shape(model, batch, o, image != nullptr);
   at::Tensor latents;
   if (initial_latents.defined()) {
     MM_CHECK(initial_latents.sizes() == at::IntArrayRef(shape), "initial latents must be ", at::IntArrayRef(shape),
@@ -61,10 +79,27 @@ SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Ten
     auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
     latents = at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
   }
+  const bool expand = model.config.expand_timesteps;
+  const auto mask = expand ? first_frame_mask(shape, image != nullptr) : at::Tensor();
+  at::Tensor condition, image_embeds;
+  const auto dtype = model.transformer->parameters().front().scalar_type();
+  if (image) {
+    condition = image->condition.to(at::kFloat);
+    const auto expected = expand ? std::vector<int64_t>{batch, shape[1], 1, shape[3], shape[4]}
+                                 : std::vector<int64_t>{batch, 4 + shape[1], shape[2], shape[3], shape[4]};
+    MM_CHECK(condition.sizes() == at::IntArrayRef(expected), "the image condition must be ", at::IntArrayRef(expected),
+             " for these options, got ", condition.sizes());
+    if (image->image_embeds.defined()) image_embeds = image->image_embeds.repeat({batch, 1, 1}).to(dtype);
+  }
+  // The transformer input: the latents with the image latent over frame 0, or the condition
+  // channels appended.
+  const auto model_input = [&](const at::Tensor& x) {
+    if (!image) return x;
+    return expand ? (1 - mask) * condition + mask * x : at::cat({x, condition}, 1);
+  };
   auto sampler = make_flow_sampler(model.dir / "scheduler" / "scheduler_config.json");
   sampler->set_timesteps(o.steps);
   const auto timesteps = sampler->timesteps();
-  const auto dtype = model.transformer->parameters().front().scalar_type();
   const auto cond = text.to(dtype), uncond = guided ? negative_text.to(dtype) : at::Tensor();
   for (int64_t i = 0; i < timesteps.size(0); ++i) {
     const auto t = timesteps[i];
@@ -72,16 +107,17 @@ SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Ten
     auto& predictor = model.transformer_for(t_value);
     const bool low_noise = model.guidance_switches() && t_value < model.boundary_timestep();
     const double guidance = low_noise ? o.guidance_2.value_or(o.guidance) : o.guidance;
-    const auto input = latents.to(dtype);
-    const auto timestep = timestep_input(model, t, latents);
-    auto prediction = predictor->forward(input, timestep, cond);
-    if (guided) {
-      const auto unconditional = predictor->forward(input, timestep, uncond);
+    const auto input = model_input(latents).to(dtype);
+    const auto timestep = expand ? timestep_input(model, t, latents, mask) : timestep_input(model, t, latents, {});
+    auto prediction = predictor->forward(input, timestep, cond, image_embeds);
+    if (guided) {  // the unconditional pass keeps the image (only the text is negated)
+      const auto unconditional = predictor->forward(input, timestep, uncond, image_embeds);
       prediction = unconditional + guidance * (prediction - unconditional);
     }
     latents = sampler->step(prediction, latents);
     if (progress) progress(i + 1, timesteps.size(0));
   }
+  if (image && expand) latents = model_input(latents);
   SampledVideo out;
   out.latents = latents;
   const auto vae_dtype = model.vae->parameters().front().scalar_type();
@@ -89,6 +125,27 @@ SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Ten
   const auto decoded = o.tiled_decode ? model.vae->tiled_decode(raw, o.tiling) : model.vae->decode(raw);
   out.video = (decoded.to(at::kFloat) * 0.5 + 0.5).clamp(0, 1);
   return out;
+}
+
+}  // namespace
+
+SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Tensor& text,
+                                                  const at::Tensor& negative_text, const VideoSamplingOptions& o,
+                                                  const at::Tensor& initial_latents, const SamplingProgress& progress) {
+  MM_CHECK(!model.config.image_to_video(), model.dir.string(), " is a ", model.config.class_name,
+           ": it samples from an image (sample_image_to_video, `mmtrain infer t2v --image`)");
+  return sample(model, text, negative_text, nullptr, o, initial_latents, progress);
+}
+
+SampledVideo sample_image_to_video_from_embeddings(WanModel& model, const at::Tensor& text,
+                                                   const at::Tensor& negative_text,
+                                                   const WanImageConditioning& conditioning,
+                                                   const VideoSamplingOptions& o, const at::Tensor& initial_latents,
+                                                   const SamplingProgress& progress) {
+  MM_CHECK(model.config.image_to_video(), model.dir.string(), " is a ", model.config.class_name,
+           " (text to video), not an image-to-video pipeline (WanImageToVideoPipeline)");
+  MM_CHECK(conditioning.condition.defined(), "sample_image_to_video: the conditioning has no condition");
+  return sample(model, text, negative_text, &conditioning, o, initial_latents, progress);
 }
 
 SampledVideo sample_text_to_video(WanModel& model, const std::vector<std::string>& prompts,

@@ -4,6 +4,15 @@
 // torch.Generator().manual_seed(seed)), the sampler's timesteps, classifier-free guidance when
 // guidance > 1 (uncond + g * (cond - uncond), guidance_2 for the low-noise expert of a two-expert
 // model), the latents de-normalized and decoded by the VAE (tiled when asked).
+//
+// Image to video, step for step as diffusers' WanImageToVideoPipeline (implemented in
+// image_to_video.cpp): the image resized to height x width as the pipeline's VideoProcessor does
+// for a PIL image (PIL's Lanczos, aspect ratio not kept) and scaled to [-1, 1]; for Wan2.1-I2V the
+// CLIP tokens of the original image (hidden_states[-2]), given to both guidance passes; the
+// condition: Wan2.1 layout - the normalized VAE latents of [image, zeros..., (last image)] after a
+// 4-channel frame mask, concatenated to the noise as transformer input; Wan2.2 TI2V
+// (expand_timesteps) - the normalized latent of the image written over the first latent frame
+// before every step and at the end, whose tokens get timestep 0. Noise has the VAE's z_dim channels.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -55,6 +64,54 @@ SampledVideo sample_text_to_video_from_embeddings(WanModel& model, const at::Ten
                                                   const at::Tensor& negative_text, const VideoSamplingOptions& options,
                                                   const at::Tensor& initial_latents = {},
                                                   const SamplingProgress& progress = {});
+
+// What an image-to-video sample is conditioned on (the pipeline's encode_image + prepare_latents).
+struct WanImageConditioning {
+  at::Tensor image;         // [1, 3, H, W] float32 in [-1, 1]: the first frame as the VAE sees it
+  at::Tensor last_image;    // the same for the last frame (first-last-frame models), or undefined
+  // [1, tokens, image_dim] CLIP tokens of the image, [2, tokens, image_dim] (first, last) with a
+  // last image; undefined when the transformer has no image_dim (Wan2.2). Repeated per video.
+  at::Tensor image_embeds;
+  // float32. Wan2.1 layout: [B, 4 + z, T', H', W'], the frame mask (1 for the given frames; the
+  // first pixel frame counted 4 times so that it fills latent frame 0's 4 channels) then the
+  // normalized latents of [image, zeros..., (last image)]. expand_timesteps: [B, z, 1, H', W'],
+  // the normalized latent of the image alone.
+  at::Tensor condition;
+};
+
+// PIL's Image.resize(..., LANCZOS) on uint8 [H, W, 3] -> uint8 [height, width, 3], the same bytes
+// as Pillow 13 (separable passes in Pillow's order, 22-bit fixed-point coefficients, rounded and
+// clipped per pass).
+at::Tensor resize_lanczos_like_pil(const at::Tensor& image, int64_t height, int64_t width);
+
+// The pipeline's video_processor.preprocess(PIL image, height, width): uint8 [H, W, 3] RGB ->
+// float32 [1, 3, height, width] in [-1, 1].
+at::Tensor preprocess_video_image(const at::Tensor& image, int64_t height, int64_t width);
+
+// image / last_image: uint8 [H, W, 3] RGB (last_image undefined unless the model interpolates
+// between a first and a last frame); batch: the number of videos. Throws mm::Error naming the
+// pipeline when it is not an image-to-video one.
+WanImageConditioning prepare_image_conditioning(WanModel& model, const at::Tensor& image, const at::Tensor& last_image,
+                                                int64_t batch, const VideoSamplingOptions& options);
+
+// One video per prompt, all starting from `image` (uint8 [H, W, 3] RGB) and, for first-last-frame
+// models, ending at `last_image`. Needs a WanImageToVideoPipeline.
+SampledVideo sample_image_to_video(WanModel& model, const std::vector<std::string>& prompts, const at::Tensor& image,
+                                   const VideoSamplingOptions& options, const at::Tensor& last_image = {},
+                                   const at::Tensor& initial_latents = {}, const SamplingProgress& progress = {});
+
+// Sampling from given prompt embeddings (as sample_text_to_video_from_embeddings) and a prepared
+// conditioning whose condition has the batch of `text`.
+SampledVideo sample_image_to_video_from_embeddings(WanModel& model, const at::Tensor& text,
+                                                   const at::Tensor& negative_text,
+                                                   const WanImageConditioning& conditioning,
+                                                   const VideoSamplingOptions& options,
+                                                   const at::Tensor& initial_latents = {},
+                                                   const SamplingProgress& progress = {});
+
+// The pixel frame count sampled for options.frames: rounded down to 1 + k * the VAE's temporal
+// compression, as the pipelines do.
+int64_t wan_pixel_frames(const WanModel& model, const VideoSamplingOptions& options);
 
 // One video [3, F, H, W] in [0, 1] -> uint8 frames [F, H, W, 3] as diffusers' export_to_video
 // converts them (x * 255 truncated).
