@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "mm/core/run_config.h"
 #include "mm/train/train_config.h"
+#include "mm/train/video_trainer.h"
 #include "mm/train/vlm_trainer.h"
 
 namespace mm::cli {
@@ -18,14 +19,16 @@ void add_train_command(CLI::App& app) {
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "train",
-      "Train a model from a YAML run config (model, data, train, freeze, lora, optim, schedule, output, eval "
-      "sections; see examples/qwen2.5vl/README.md). Resumes from the latest checkpoint in output.dir.");
+      "Train a model from a YAML run config: vision-language (model, data, train, freeze, lora, optim, schedule, "
+      "output, eval, parallel; see examples/qwen2.5vl/README.md) or, with task: text_to_video, a Wan DiT (see "
+      "examples/wan/README.md). Resumes from the latest checkpoint in output.dir.");
   cmd->add_option("config", options->config, "run config (YAML)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--set", options->overrides, "override a config key, e.g. --set optim.lr=1e-4 (repeatable)");
   cmd->callback([options] {
     const auto root = load_run_config(options->config, options->overrides);
-    const auto config = parse_train_config(root, options->config);
-    const auto summary = run_training(config);
+    const auto summary = train_task_of(root, options->config) == "text_to_video"
+                             ? run_video_training(parse_video_train_config(root, options->config))
+                             : run_training(parse_train_config(root, options->config));
     std::cout << "trained " << summary.steps << " steps, final loss " << summary.final_loss << "\n"
               << "model: " << summary.final_model.string() << "\n";
     if (summary.eval_accuracy >= 0) std::cout << "eval exact match: " << summary.eval_accuracy << "\n";

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   mm::cli::add_export_command(app);
   mm::cli::add_convert_command(app);
   mm::cli::add_launch_command(app);
+  mm::cli::add_extract_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --help-all

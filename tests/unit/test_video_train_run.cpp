@@ -1,0 +1,281 @@
+// `mmtrain train` for text-to-video end to end on synthetic moving-shape clips with a tiny random
+// Wan pipeline (the wan_pipeline oracle's): the flow-matching loss falls clearly over a few hundred
+// steps, `mmtrain infer t2v` on the result writes an mp4 that ffprobe reads with the right frame
+// count and size, training from `mmtrain extract`ed features gives the losses of training from the
+// clips, a resumed run continues the uninterrupted one's losses, two FSDP processes equal one,
+// and broken clips are skipped and counted.
+#include <fstream>
+
+#include "mm/core/safetensors.h"
+#include "mm/data/synth_video.h"
+#include "testing.h"
+
+namespace mm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::golden_dir;
+using testing::kMmtrain;
+using testing::run_command;
+
+fs::path pipeline() { return golden_dir("wan_pipeline") / "euler" / "pipeline"; }
+
+// 24 clips of 9 frames at 32x32 (one bucket), shared by the tests of this binary.
+const fs::path& clips() {
+  static const fs::path dir = [] {
+    auto d = testing::temp_dir("video_train_clips");
+    VideoSynthOptions options;
+    options.train = 24;
+    options.test = 2;
+    options.frames = 9;
+    options.width = 32;
+    options.height = 32;
+    options.seed = 4;
+    write_video_dataset(d, options);
+    return d;
+  }();
+  return dir;
+}
+
+fs::path write_config(const fs::path& dir, const std::string& data, int64_t max_steps, const std::string& extra = "") {
+  fs::create_directories(dir);
+  const auto path = dir / "run.yaml";
+  std::ofstream(path) << "task: text_to_video\n"
+                      << "model:\n  path: " << pipeline().string() << "\n  max_sequence_length: 16\n"
+                      << data << "train:\n  seed: 3\n  micro_batch_size: 4\n  grad_accum: 2\n  max_steps: " << max_steps
+                      << "\n  threads: 1\n"
+                      << "flow_matching:\n  shift: 3.0\n  timestep_sampling: logit_normal\n"
+                      << "optim:\n  lr: 2.0e-3\n  weight_decay: 0.0\n"
+                      << "schedule:\n  kind: constant\n"
+                      << "output:\n  dir: " << (dir / "run").string() << "\n  keep_last: 2\n  tensorboard: false\n"
+                      << extra;
+  return path;
+}
+
+std::string clip_data(const fs::path& jsonl) {
+  return "data:\n  jsonl: " + jsonl.string() + "\n  buckets: [[9, 32, 32]]\n  num_workers: 1\n";
+}
+
+std::map<int64_t, double> losses_of(const fs::path& run_dir) {
+  std::map<int64_t, double> losses;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto r = nlohmann::json::parse(line);
+    if (r.contains("step") && r.contains("loss")) losses[r["step"].get<int64_t>()] = r["loss"].get<double>();
+  }
+  return losses;
+}
+
+double mean_loss(const std::map<int64_t, double>& losses, int64_t first, int64_t last) {
+  double sum = 0;
+  for (int64_t s = first; s <= last; ++s) sum += losses.at(s);
+  return sum / static_cast<double>(last - first + 1);
+}
+
+TEST(VideoTrainRun, LossFallsAndTheTrainedModelWritesAnMp4) {
+  const auto dir = testing::temp_dir("video_train_learn");
+  const auto config = write_config(dir, clip_data(clips() / "train.jsonl"), 300, "ema:\n  decay: 0.9\n");
+  auto [status, out] = run_command(kMmtrain + " train " + config.string() + " --set train.grad_accum=1");
+  ASSERT_EQ(status, 0) << out;
+  const auto losses = losses_of(dir / "run");
+  ASSERT_EQ(losses.size(), 300u);
+  const double first = mean_loss(losses, 1, 30), last = mean_loss(losses, 271, 300);
+  std::cout << "mean loss of steps 1-30: " << first << ", of steps 271-300: " << last << "\n";
+  EXPECT_LT(last, 0.8 * first);
+  const auto final_model = dir / "run" / "final";
+  ASSERT_TRUE(fs::is_regular_file(final_model / "transformer" / "diffusion_pytorch_model.safetensors"));
+  ASSERT_TRUE(fs::is_regular_file(final_model / "transformer_ema" / "diffusion_pytorch_model.safetensors"));
+
+  const auto mp4 = dir / "sample.mp4";
+  auto [s2, o2] = run_command(kMmtrain + " infer t2v --model " + final_model.string() +
+                              " --prompt 'a red circle moving from left to right' --frames 9 --size 32x32 --steps 4 "
+                              "--guidance 3 --seed 1 --max-sequence-length 16 -o " + mp4.string() + " --frames-dir " +
+                              (dir / "frames").string());
+  ASSERT_EQ(s2, 0) << o2;
+  auto [s3, probe] = run_command("ffprobe -v error -count_frames -select_streams v:0 -show_entries "
+                                 "stream=nb_read_frames,width,height -of json " + mp4.string(), false);
+  ASSERT_EQ(s3, 0) << probe;
+  const auto stream = nlohmann::json::parse(probe).at("streams").at(0);
+  EXPECT_EQ(stream.at("nb_read_frames").get<std::string>(), "9");
+  EXPECT_EQ(stream.at("width").get<int>(), 32);
+  EXPECT_EQ(stream.at("height").get<int>(), 32);
+  EXPECT_TRUE(fs::is_regular_file(dir / "frames" / "frame_000008.png"));
+}
+
+TEST(VideoTrainRun, ExtractedFeaturesGiveTheLossesOfRawClips) {
+  const auto dir = testing::temp_dir("video_train_features");
+  const auto raw = write_config(dir / "raw", clip_data(clips() / "train.jsonl"), 6);
+  auto [s1, o1] = run_command(kMmtrain + " train " + raw.string());
+  ASSERT_EQ(s1, 0) << o1;
+  auto [s2, o2] = run_command(kMmtrain + " extract " + raw.string() + " --out " + (dir / "features").string() +
+                              " --shard-size 5");
+  ASSERT_EQ(s2, 0) << o2;
+  EXPECT_TRUE(fs::is_regular_file(dir / "features" / "shard-00004.safetensors"));  // 24 clips, 5 per shard
+  const auto from_features = write_config(dir / "features_run", "features:\n  dir: " + (dir / "features").string() + "\n", 6);
+  auto [s3, o3] = run_command(kMmtrain + " train " + from_features.string());
+  ASSERT_EQ(s3, 0) << o3;
+  const auto expected = losses_of(dir / "raw" / "run"), got = losses_of(dir / "features_run" / "run");
+  ASSERT_EQ(expected.size(), 6u);
+  ASSERT_EQ(got.size(), 6u);
+  for (const auto& [step, loss] : expected) {
+    EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+    std::cout << "step " << step << ": clips " << loss << ", features " << got.at(step) << "\n";
+  }
+  // An extraction stopped after two shards resumes after them and ends with the same features.
+  const auto resumed = dir / "resumed_features";
+  auto [s6, o6] = run_command("MM_FAULT_EXTRACT_STOP_AFTER_SHARDS=2 " + kMmtrain + " extract " + raw.string() +
+                              " --out " + resumed.string() + " --shard-size 5");
+  EXPECT_NE(s6, 0);
+  EXPECT_FALSE(fs::exists(resumed / "features.json"));
+  auto [s7, o7] = run_command(kMmtrain + " extract " + raw.string() + " --out " + resumed.string() + " --shard-size 5");
+  ASSERT_EQ(s7, 0) << o7;
+  EXPECT_NE(o7.find("resuming after record 10"), std::string::npos) << o7;
+  for (int shard = 0; shard < 5; ++shard) {
+    const auto name = "shard-0000" + std::to_string(shard) + ".safetensors";
+    const auto a = Checkpoint::open(dir / "features" / name), b = Checkpoint::open(resumed / name);
+    ASSERT_EQ(a.names(), b.names()) << name;
+    for (const auto& t : a.names()) EXPECT_TRUE(torch::equal(a.tensor(t), b.tensor(t))) << name << " " << t;
+  }
+  // Extracting again into the same directory finds it complete.
+  auto [s4, o4] = run_command(kMmtrain + " extract " + raw.string() + " --out " + (dir / "features").string() +
+                              " --shard-size 5");
+  EXPECT_EQ(s4, 0) << o4;
+  EXPECT_NE(o4.find("already complete"), std::string::npos) << o4;
+  auto [s5, o5] = run_command(kMmtrain + " extract " + raw.string() + " --out " + (dir / "features").string() +
+                              " --shard-size 7");
+  EXPECT_NE(s5, 0);
+  EXPECT_NE(o5.find("extracted from another dataset, model or setting"), std::string::npos) << o5;
+}
+
+TEST(VideoTrainRun, ResumeContinuesTheUninterruptedLosses) {
+  const auto dir = testing::temp_dir("video_train_resume");
+  const auto straight = write_config(dir / "straight", clip_data(clips() / "train.jsonl"), 8);
+  auto [s1, o1] = run_command(kMmtrain + " train " + straight.string());
+  ASSERT_EQ(s1, 0) << o1;
+  const auto config = write_config(dir / "resumed", clip_data(clips() / "train.jsonl"), 8,
+                                   "ema:\n  decay: 0.5\n").string();
+  auto [s2, o2] = run_command(kMmtrain + " train " + config + " --set train.max_steps=4");
+  ASSERT_EQ(s2, 0) << o2;
+  auto [s3, o3] = run_command(kMmtrain + " train " + config);
+  ASSERT_EQ(s3, 0) << o3;
+  EXPECT_NE(o3.find("resumed from"), std::string::npos) << o3;
+  const auto expected = losses_of(dir / "straight" / "run"), got = losses_of(dir / "resumed" / "run");
+  ASSERT_EQ(got.size(), 8u);
+  for (const auto& [step, loss] : expected) EXPECT_EQ(got.at(step), loss) << "step " << step;
+}
+
+TEST(VideoTrainRun, BrokenClipsAreSkippedAndCounted) {
+  const auto dir = testing::temp_dir("video_train_broken");
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "garbage.mp4") << "not a video";
+    std::ofstream jsonl(dir / "train.jsonl");
+    std::ifstream good(clips() / "train.jsonl");
+    for (std::string line; std::getline(good, line);) {
+      auto r = nlohmann::json::parse(line);
+      r["path"] = (clips() / r["path"].get<std::string>()).string();
+      jsonl << r.dump() << "\n";
+    }
+    jsonl << R"({"path": "garbage.mp4", "caption": "unreadable"})" << "\n"
+          << R"({"path": "missing.mp4", "caption": "missing"})" << "\n"
+          << R"({"path": ")" << (clips() / "videos/train/000000.mp4").string() << R"(", "caption": ")"
+          << std::string(400, 'x') << R"("})" << "\n"
+          << "not json\n";
+  }
+  const auto config = write_config(dir / "out", clip_data(dir / "train.jsonl") + "  max_caption_chars: 200\n", 2);
+  auto [status, out] = run_command(kMmtrain + " train " + config.string());
+  ASSERT_EQ(status, 0) << out;
+  std::ifstream in(dir / "out" / "run" / "metrics.jsonl");
+  nlohmann::json last;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) last = nlohmann::json::parse(line);
+  const auto summary = last.at("summary").at("counters");
+  EXPECT_EQ(summary.value("skipped_samples.total", -1), 4) << summary.dump();
+  EXPECT_EQ(summary.value("skipped_samples.corrupt_media", -1), 1) << summary.dump();
+  EXPECT_EQ(summary.value("skipped_samples.missing_media", -1), 1) << summary.dump();
+  EXPECT_EQ(summary.value("skipped_samples.caption_too_long", -1), 1) << summary.dump();
+  EXPECT_EQ(summary.value("skipped_samples.malformed_record", -1), 1) << summary.dump();
+  auto [s2, o2] = run_command(kMmtrain + " train " + config.string() + " --set data.on_error=fail --set output.resume=none");
+  EXPECT_NE(s2, 0);
+  EXPECT_NE(o2.find("train.jsonl"), std::string::npos) << o2;
+}
+
+// Recomputing every DiT block in backward changes nothing but memory; bf16 autocast trains with
+// losses close to fp32's.
+TEST(VideoTrainRun, RecomputeEqualsAndBf16Trains) {
+  const auto dir = testing::temp_dir("video_train_recompute");
+  const auto plain = write_config(dir / "plain", clip_data(clips() / "train.jsonl"), 4);
+  auto [s1, o1] = run_command(kMmtrain + " train " + plain.string());
+  ASSERT_EQ(s1, 0) << o1;
+  const auto recompute = write_config(dir / "recompute", clip_data(clips() / "train.jsonl"), 4);
+  auto [s2, o2] = run_command(kMmtrain + " train " + recompute.string() + " --set train.recompute=true");
+  ASSERT_EQ(s2, 0) << o2;
+  const auto bf16 = write_config(dir / "bf16", clip_data(clips() / "train.jsonl"), 4);
+  auto [s3, o3] = run_command(kMmtrain + " train " + bf16.string() + " --set train.precision=bf16");
+  ASSERT_EQ(s3, 0) << o3;
+  const auto expected = losses_of(dir / "plain" / "run"), again = losses_of(dir / "recompute" / "run"),
+             half = losses_of(dir / "bf16" / "run");
+  ASSERT_EQ(again.size(), 4u);
+  ASSERT_EQ(half.size(), 4u);
+  for (const auto& [step, loss] : expected) {
+    EXPECT_NEAR(again.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+    EXPECT_NEAR(half.at(step), loss, 0.05 * std::abs(loss)) << "step " << step;
+    std::cout << "step " << step << ": fp32 " << loss << ", recompute " << again.at(step) << ", bf16 " << half.at(step)
+              << "\n";
+  }
+}
+
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const auto x = a.to(torch::kDouble), y = b.to(torch::kDouble);
+  return ((x - y).norm() / x.norm().clamp_min(1e-12)).item<double>();
+}
+
+// FSDP over two processes (micro-batch 4, no accumulation) against one process accumulating two
+// micro-batches of 4: the same 8 clips per step, the same per-clip noise, so the same losses and
+// weights up to summation order.
+TEST(VideoTrainRun, FsdpOverTwoProcessesEqualsOneProcess) {
+  const auto dir = testing::temp_dir("video_train_fsdp");
+  const auto one = write_config(dir / "one", clip_data(clips() / "train.jsonl"), 5);
+  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + one.string() + " --set model.from_scratch=true");
+  ASSERT_EQ(s1, 0) << o1;
+  const auto two = write_config(dir / "two", clip_data(clips() / "train.jsonl"), 5);
+  auto [s2, o2] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " launch --nproc-per-node 2 --master-port " +
+                              std::to_string(testing::free_port()) + " -- train " + two.string() +
+                              " --set model.from_scratch=true --set train.grad_accum=1 --set parallel.dp_shard=2");
+  ASSERT_EQ(s2, 0) << o2;
+  const auto expected = losses_of(dir / "one" / "run"), got = losses_of(dir / "two" / "run");
+  ASSERT_EQ(expected.size(), 5u);
+  ASSERT_EQ(got.size(), 5u);
+  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+  const auto a = Checkpoint::open(dir / "one" / "run" / "final" / "transformer");
+  const auto b = Checkpoint::open(dir / "two" / "run" / "final" / "transformer");
+  ASSERT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const auto& name : a.names()) {
+    const double err = relative_error(a.tensor(name), b.tensor(name));
+    EXPECT_LE(err, 1e-5) << name;
+    worst = std::max(worst, err);
+  }
+  std::cout << "largest relative weight difference to one process: " << worst << "\n";
+}
+
+TEST(VideoTrainRun, BadConfigsAreNamed) {
+  const auto dir = testing::temp_dir("video_train_bad");
+  const auto config = write_config(dir, clip_data(clips() / "train.jsonl"), 2).string();
+  auto [s1, o1] = run_command(kMmtrain + " train " + config + " --set flow_matching.timestep_sampling=beta");
+  EXPECT_NE(s1, 0);
+  EXPECT_NE(o1.find("flow_matching.timestep_sampling: 'beta'"), std::string::npos) << o1;
+  auto [s2, o2] = run_command(kMmtrain + " train " + config + " --set ema.decay=1.5");
+  EXPECT_NE(s2, 0);
+  EXPECT_NE(o2.find("ema.decay"), std::string::npos) << o2;
+  auto [s3, o3] = run_command(kMmtrain + " train " + config + " --set task=t2i");
+  EXPECT_NE(s3, 0);
+  EXPECT_NE(o3.find("task: 't2i' is not one of vlm, text_to_video"), std::string::npos) << o3;
+  auto [s4, o4] = run_command(kMmtrain + " train " + config + " --set features.dir=/nowhere");
+  EXPECT_NE(s4, 0);
+  EXPECT_NE(o4.find("not both"), std::string::npos) << o4;
+}
+
+}  // namespace
+}  // namespace mm
