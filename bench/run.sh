@@ -57,3 +57,36 @@ echo -n "FSDP over 2 processes, mmtrain / torch, tokens/s: "; ratio "$fsdp" "$re
 for name, line in (('FSDP', sys.argv[1]), ('DDP', sys.argv[2])):
     r = json.loads(line)
     print(f'{name} step: {r[\"step_ms\"]:.0f} ms = {r[\"collective_wait_ms\"]:.0f} ms waiting on collectives + {r[\"step_ms\"] - r[\"collective_wait_ms\"]:.0f} ms computing')" "$fsdp" "$ddp"
+
+# Wan: the DiT training step and the VAE decode, models made by diffusers (bench_wan.py make).
+# Every measurement runs in a process of its own, so that each peak RSS is that run's.
+wan() { "$BUILD/bench/bench_wan" "$@"; }
+wan_ref() { "$PY" "$REF/bench_wan.py" "$@"; }
+[ -f "$WORK/wan/transformer/config.json" ] && [ -f "$WORK/wan/vae/config.json" ] ||
+  "$PY" "$REF/bench_wan.py" make "$WORK/wan" >/dev/null 2>&1
+echo "== Wan DiT training step (6 layers, width 384, latents [1, 16, 5, 16, 16] = 320 tokens, 64 text tokens of 4096,"
+echo "   flow matching, fp32, fused AdamW), $THREADS threads: mmtrain vs diffusers + PyTorch loop"
+ours=$(wan train "$WORK/wan/transformer" "$THREADS" 10 1)
+theirs=$(wan_ref train "$WORK/wan/transformer" "$THREADS" 10 1)
+echo "$ours"; echo "$theirs"
+echo -n "latent tokens/s: "; ratio "$ours" "$theirs" latent_tokens_per_s
+echo -n "peak RSS (mmtrain / diffusers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
+
+echo "== Wan VAE decode (Wan2.1 layout, base_dim 32), 5 latent frames -> 17 frames of 128x128, $THREADS threads: mmtrain vs diffusers"
+ours=$(wan decode "$WORK/wan/vae" "$THREADS" 2 5 128 128)
+theirs=$(wan_ref decode "$WORK/wan/vae" "$THREADS" 2 5 128 128)
+echo "$ours"; echo "$theirs"
+echo -n "frames/s: "; ratio "$ours" "$theirs" frames_per_s
+echo -n "peak RSS (mmtrain / diffusers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
+
+echo "== Wan VAE decode memory, 2 latent frames -> 5 frames of 256x256: whole frame vs tiles of 128 (stride 96),"
+echo "   one cold decode per process, $THREADS threads"
+whole=$(wan decode "$WORK/wan/vae" "$THREADS" 0 2 256 256)
+tiled=$(wan tiled_decode "$WORK/wan/vae" "$THREADS" 0 2 256 256)
+ref_whole=$(wan_ref decode "$WORK/wan/vae" "$THREADS" 0 2 256 256)
+ref_tiled=$(wan_ref tiled_decode "$WORK/wan/vae" "$THREADS" 0 2 256 256)
+echo "$whole"; echo "$tiled"; echo "$ref_whole"; echo "$ref_tiled"
+echo -n "mmtrain tiled / whole, decode RSS (peak minus before the decode): "; ratio "$tiled" "$whole" decode_rss_mb
+echo -n "diffusers tiled / whole, decode RSS: "; ratio "$ref_tiled" "$ref_whole" decode_rss_mb
+echo -n "tiled, mmtrain / diffusers, peak RSS: "; ratio "$tiled" "$ref_tiled" peak_rss_mb
+echo -n "tiled, mmtrain / diffusers, ms per decode: "; ratio "$tiled" "$ref_tiled" ms_per_decode
