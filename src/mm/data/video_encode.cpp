@@ -17,36 +17,20 @@ extern "C" {
 #include <memory>
 
 #include "mm/core/error.h"
+#include "mm/data/ffmpeg_common.h"
 #include "mm/data/image_encode.h"
 
 namespace mm {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string av_error(int code) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = "";
-  av_strerror(code, buf, sizeof buf);
-  return buf;
-}
+using namespace ffmpeg;
 
 struct OutputDeleter {
   void operator()(AVFormatContext* p) const {
     if (p->pb) avio_closep(&p->pb);
     avformat_free_context(p);
   }
-};
-struct CodecDeleter {
-  void operator()(AVCodecContext* p) const { avcodec_free_context(&p); }
-};
-struct PacketDeleter {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct FrameDeleter {
-  void operator()(AVFrame* p) const { av_frame_free(&p); }
-};
-struct SwsDeleter {
-  void operator()(SwsContext* p) const { sws_freeContext(p); }
 };
 
 // Removes the temporary file on every exit path but the successful rename.
@@ -93,15 +77,15 @@ class PacketSink {
   // nullptr flushes the encoder.
   void send(const AVFrame* frame) {
     const int rc = avcodec_send_frame(codec_, frame);
-    MM_CHECK(rc >= 0, path_, ": cannot encode frame ", frame ? frame->pts : -1, ": ", av_error(rc));
+    MM_CHECK(rc >= 0, path_, ": cannot encode frame ", frame ? frame->pts : -1, ": ", error_string(rc));
     for (;;) {
       const int got = avcodec_receive_packet(codec_, packet_.get());
       if (got == AVERROR(EAGAIN) || got == AVERROR_EOF) return;
-      MM_CHECK(got >= 0, path_, ": encoding failed: ", av_error(got));
+      MM_CHECK(got >= 0, path_, ": encoding failed: ", error_string(got));
       av_packet_rescale_ts(packet_.get(), codec_->time_base, stream_->time_base);
       packet_->stream_index = stream_->index;
       const int written = av_interleaved_write_frame(format_, packet_.get());
-      MM_CHECK(written >= 0, path_, ": cannot write a packet: ", av_error(written));
+      MM_CHECK(written >= 0, path_, ": cannot write a packet: ", error_string(written));
     }
   }
 
@@ -152,7 +136,7 @@ WrittenVideo write_video(const fs::path& path, const at::Tensor& frames, const V
   AVFormatContext* raw_format = nullptr;
   const int alloc_rc = avformat_alloc_output_context2(&raw_format, container, nullptr, name.c_str());
   MM_CHECK(alloc_rc >= 0 && raw_format, name, ": cannot create the ", container->name, " muxer: ",
-           av_error(alloc_rc));
+           error_string(alloc_rc));
   std::unique_ptr<AVFormatContext, OutputDeleter> format(raw_format);
   format->flags |= AVFMT_FLAG_BITEXACT;
 
@@ -191,7 +175,7 @@ WrittenVideo write_video(const fs::path& path, const at::Tensor& frames, const V
   const int open_rc = avcodec_open2(encoder.get(), codec, &codec_opts);
   av_dict_free(&codec_opts);
   MM_CHECK(open_rc >= 0, name, ": cannot open the ", codec->name, " encoder for ", width, "x", height,
-           " at ", options.fps, " fps: ", av_error(open_rc));
+           " at ", options.fps, " fps: ", error_string(open_rc));
 
   AVStream* stream = avformat_new_stream(format.get(), nullptr);
   MM_CHECK(stream, name, ": cannot add a video stream");
@@ -201,10 +185,10 @@ WrittenVideo write_video(const fs::path& path, const at::Tensor& frames, const V
   stream->avg_frame_rate = rate;
 
   const int io_rc = avio_open(&format->pb, temp_path.string().c_str(), AVIO_FLAG_WRITE);
-  MM_CHECK(io_rc >= 0, name, ": cannot open ", temp_path.string(), " for writing: ", av_error(io_rc));
+  MM_CHECK(io_rc >= 0, name, ": cannot open ", temp_path.string(), " for writing: ", error_string(io_rc));
   const int header_rc = avformat_write_header(format.get(), nullptr);
   MM_CHECK(header_rc >= 0, name, ": cannot write the ", format->oformat->name, " header: ",
-           av_error(header_rc));
+           error_string(header_rc));
 
   std::unique_ptr<SwsContext, SwsDeleter> sws(
       sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height, AV_PIX_FMT_YUV420P,
@@ -238,9 +222,9 @@ WrittenVideo write_video(const fs::path& path, const at::Tensor& frames, const V
   }
   sink.send(nullptr);
   const int trailer_rc = av_write_trailer(format.get());
-  MM_CHECK(trailer_rc >= 0, name, ": cannot finish the file: ", av_error(trailer_rc));
+  MM_CHECK(trailer_rc >= 0, name, ": cannot finish the file: ", error_string(trailer_rc));
   const int close_rc = avio_closep(&format->pb);
-  MM_CHECK(close_rc >= 0, name, ": cannot close ", temp_path.string(), ": ", av_error(close_rc));
+  MM_CHECK(close_rc >= 0, name, ": cannot close ", temp_path.string(), ": ", error_string(close_rc));
 
   std::error_code ec;
   fs::rename(temp_path, path, ec);
