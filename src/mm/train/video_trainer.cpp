@@ -27,6 +27,7 @@
 #include "mm/train/metrics.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
+#include "mm/train/trainer_common.h"
 #include "mm/train/video_sharding.h"
 
 namespace fs = std::filesystem;
@@ -35,8 +36,6 @@ namespace mm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
 
 // One micro-batch as the DiT trains on it.
 struct LatentBatch {
@@ -99,21 +98,7 @@ class VideoRun {
   int64_t step_ = 0;
 };
 
-void VideoRun::setup_parallel() {
-  const auto env = dist::DistEnv::from_env();
-  if (!env.distributed()) {
-    mesh_ = std::make_unique<parallel::DeviceMesh>();
-    return;
-  }
-  const int64_t shard = config_.parallel.dp_shard == 0 ? env.world_size : config_.parallel.dp_shard;
-  MM_CHECK(env.world_size % shard == 0, "parallel.dp_shard=", shard, " does not divide WORLD_SIZE=", env.world_size);
-  dist::RendezvousOptions options;
-  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.parallel.timeout_s * 1000));
-  job_ = dist::rendezvous(env, options);
-  mesh_ = std::make_unique<parallel::DeviceMesh>(
-      *job_, parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
-  log::info("data parallel over ", env.world_size, " processes: ", mesh_->describe());
-}
+void VideoRun::setup_parallel() { setup_data_parallel(config_.parallel, job_, mesh_); }
 
 void VideoRun::setup_model() {
   const auto& m = config_.model;
@@ -144,26 +129,14 @@ void VideoRun::setup_model() {
   }
   log::info("transformer: ", count, " parameters, all trained");
   if (mesh_->world_size() > 1) {
-    parallel::ShardingOptions sharding;
-    sharding.reshard_after_forward = config_.parallel.reshard_after_forward;
-    sharding.prefetch = config_.parallel.prefetch;
-    sharding.param_dtype = dtype_named(config_.parallel.param_dtype);
-    sharding.reduce_dtype = dtype_named(config_.parallel.reduce_dtype);
-    sharding.cpu_offload = config_.parallel.cpu_offload;
-    parallel_ = std::make_unique<parallel::FullyShardedModel>(wan_sharding_units(dit_), *mesh_, sharding,
+    parallel_ = std::make_unique<parallel::FullyShardedModel>(wan_sharding_units(dit_), *mesh_,
+                                                              sharding_options(config_.parallel),
                                                               dit_->parameters().front().device());
     dit_->block_runner = parallel_->block_runner(recompute);
     named_params_ = parallel_->optimizer_parameters();
   }
   for (auto& [_, p] : named_params_) params_.push_back(p);
-  AdamWConfig optim;
-  optim.lr = config_.optim.lr;
-  optim.beta1 = config_.optim.beta1;
-  optim.beta2 = config_.optim.beta2;
-  optim.eps = config_.optim.eps;
-  optim.weight_decay = config_.optim.weight_decay;
-  optim.fused = config_.optim.fused;
-  optimizer_ = std::make_unique<AdamW>(named_params_, optim);
+  optimizer_ = std::make_unique<AdamW>(named_params_, adamw_config(config_.optim));
   if (config_.ema.decay > 0)
     for (const auto& [name, p] : named_params_) ema_.emplace_back("ema." + name, p.detach().to(at::kFloat).clone());
 }
@@ -340,17 +313,12 @@ void VideoRun::resume_from(const fs::path& dir) {
 void VideoRun::save(int64_t step) {
   TrainingCheckpoint ckpt;
   ckpt.rng = capture_rng_state().to_tensors();
-  const int64_t world = mesh_->world_size();
-  auto positions = torch::zeros({world, 2}, torch::kFloat64);
-  positions[mesh_->rank()][0] = static_cast<double>(data_state_.epoch);
-  positions[mesh_->rank()][1] = static_cast<double>(data_state_.cursor);
-  mesh_->all_reduce_sum(positions);
-  nlohmann::json ranks = nlohmann::json::array();
-  for (int64_t r = 0; r < world; ++r)
-    ranks.push_back(SamplerState{static_cast<int64_t>(positions[r][0].item<double>()),
-                                 static_cast<int64_t>(positions[r][1].item<double>())}.to_json());
-  ckpt.state = {{"step", step},           {"data", data_state_.to_json()}, {"data_ranks", ranks},
-                {"world_size", world},    {"skipped", skipped_json()},     {"task", "text_to_video"},
+  ckpt.state = {{"step", step},
+                {"data", data_state_.to_json()},
+                {"data_ranks", all_data_positions(*mesh_, data_state_)},
+                {"world_size", mesh_->world_size()},
+                {"skipped", skipped_json()},
+                {"task", "text_to_video"},
                 {"run_config", YAML::Dump(config_.source)}};
   ckpt.extra_files.emplace_back("config.json", config_.model.path / "transformer" / "config.json");
   auto optimizer = optimizer_->state_tensors();
@@ -361,21 +329,10 @@ void VideoRun::save(int64_t step) {
     ckpt.optimizer = std::move(optimizer);
     dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last);
   } else {
-    ShardedWrite write;
-    write.rank = mesh_->rank();
-    write.world_size = world;
-    write.shard = parallel_->shard_index();
-    write.shards = parallel_->shard_count();
-    write.writes_pieces = mesh_->coordinate("dp_replicate") == 0;
-    write.barrier = [this] { mesh_->barrier(); };
     NamedTensors buffers;
     for (const auto& b : dit_->named_buffers()) buffers.emplace_back(b.key(), b.value());
-    auto pieces = sharded_checkpoint_pieces(*parallel_, buffers, optimizer);
-    ckpt.model = std::move(pieces.model);
-    ckpt.optimizer = std::move(pieces.optimizer);
-    write.layout = {{"shards", write.shards}, {"world_size", world}, {"model", pieces.model_layout},
-                    {"optimizer", pieces.optimizer_layout}};
-    dir = save_sharded_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last, write);
+    dir = save_sharded_checkpoint(output_ / "checkpoints", step, std::move(ckpt), buffers, optimizer, *parallel_,
+                                  *mesh_, config_.output.keep_last);
   }
   log::info("saved checkpoint ", dir.string());
 }
@@ -438,13 +395,7 @@ TrainSummary VideoRun::execute() {
   setup_model();
   setup_data();
   const int64_t steps = total_steps();
-  LrScheduleConfig schedule_config;
-  schedule_config.kind = config_.schedule.kind;
-  schedule_config.warmup_steps = config_.schedule.warmup_steps;
-  schedule_config.warmup_ratio = config_.schedule.warmup_ratio;
-  schedule_config.min_lr_ratio = config_.schedule.min_lr_ratio;
-  schedule_config.total_steps = steps;
-  const LrSchedule schedule(schedule_config);
+  const LrSchedule schedule(lr_schedule_config(config_.schedule, steps));
   if (config_.output.resume != "none") {
     std::optional<fs::path> from = config_.output.resume == "auto" ? latest_checkpoint(output_ / "checkpoints")
                                                                    : std::optional<fs::path>(config_.output.resume);

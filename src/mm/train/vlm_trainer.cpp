@@ -29,6 +29,7 @@
 #include "mm/train/metrics.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
+#include "mm/train/trainer_common.h"
 #include "mm/checkpoint/resharding.h"
 #include "mm/train/vlm_sharding.h"
 #include "mm/train/vlm_step.h"
@@ -72,8 +73,6 @@ parallel::Placement placement_of(const std::string& name) {
   return name == "replicate" ? parallel::Placement::replicate : parallel::Placement::shard;
 }
 
-at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
-
 int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
   int64_t bytes = 0;
   for (const auto& t : tensors)
@@ -96,7 +95,6 @@ class Run {
   bool next_micro_batch(TrainBatch& out);
   void resume_from(const fs::path& dir);
   void save(int64_t step);
-  nlohmann::json data_positions() const;
   void log_state_bytes(MetricsLogger& metrics) const;
   bool is_main() const { return mesh_->is_main(); }
 
@@ -122,21 +120,7 @@ class Run {
   int64_t step_ = 0;
 };
 
-void Run::setup_parallel() {
-  const auto env = dist::DistEnv::from_env();
-  if (!env.distributed()) {
-    mesh_ = std::make_unique<parallel::DeviceMesh>();
-    return;
-  }
-  const int64_t shard = config_.parallel.dp_shard == 0 ? env.world_size : config_.parallel.dp_shard;
-  MM_CHECK(env.world_size % shard == 0, "parallel.dp_shard=", shard, " does not divide WORLD_SIZE=", env.world_size);
-  dist::RendezvousOptions options;
-  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.parallel.timeout_s * 1000));
-  job_ = dist::rendezvous(env, options);
-  mesh_ = std::make_unique<parallel::DeviceMesh>(
-      *job_, parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
-  log::info("data parallel over ", env.world_size, " processes: ", mesh_->describe());
-}
+void Run::setup_parallel() { setup_data_parallel(config_.parallel, job_, mesh_); }
 
 void Run::setup_model() {
   model_ = build_model(config_);
@@ -159,15 +143,9 @@ void Run::setup_model() {
   MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
   auto named = trainable_parameters(model_);
   if (mesh_->world_size() > 1) {
-    parallel::ShardingOptions sharding;
-    sharding.reshard_after_forward = config_.parallel.reshard_after_forward;
-    sharding.prefetch = config_.parallel.prefetch;
-    sharding.param_dtype = dtype_named(config_.parallel.param_dtype);
-    sharding.reduce_dtype = dtype_named(config_.parallel.reduce_dtype);
-    sharding.cpu_offload = config_.parallel.cpu_offload;
     auto units = vlm_sharding_units(model_, placement_of(config_.parallel.vision),
                                     placement_of(config_.parallel.language));
-    parallel_ = std::make_unique<parallel::FullyShardedModel>(std::move(units), *mesh_, sharding,
+    parallel_ = std::make_unique<parallel::FullyShardedModel>(std::move(units), *mesh_, sharding_options(config_.parallel),
                                                           model_->parameters().front().device());
     const auto runner = parallel_->block_runner(recompute);
     model_->model->block_runner = runner;
@@ -175,14 +153,7 @@ void Run::setup_model() {
     named = parallel_->optimizer_parameters();
   }
   for (auto& [_, p] : named) params_.push_back(p);
-  AdamWConfig optim;
-  optim.lr = config_.optim.lr;
-  optim.beta1 = config_.optim.beta1;
-  optim.beta2 = config_.optim.beta2;
-  optim.eps = config_.optim.eps;
-  optim.weight_decay = config_.optim.weight_decay;
-  optim.fused = config_.optim.fused;
-  optimizer_ = std::make_unique<AdamW>(named, optim);
+  optimizer_ = std::make_unique<AdamW>(named, adamw_config(config_.optim));
 }
 
 void Run::setup_data() {
@@ -283,25 +254,10 @@ void Run::resume_from(const fs::path& dir) {
                 : std::string());
 }
 
-// All ranks' sampler positions, on every rank (for rank 0's trainer_state.json).
-nlohmann::json Run::data_positions() const {
-  const int64_t world = mesh_->world_size();
-  auto positions = torch::zeros({world, 2}, torch::kFloat64);
-  positions[mesh_->rank()][0] = static_cast<double>(data_state_.epoch);
-  positions[mesh_->rank()][1] = static_cast<double>(data_state_.cursor);
-  mesh_->all_reduce_sum(positions);
-  nlohmann::json out = nlohmann::json::array();
-  for (int64_t r = 0; r < world; ++r)
-    out.push_back(SamplerState{static_cast<int64_t>(positions[r][0].item<double>()),
-                               static_cast<int64_t>(positions[r][1].item<double>())}
-                      .to_json());
-  return out;
-}
-
 void Run::save(int64_t step) {
   TrainingCheckpoint ckpt;
   ckpt.rng = capture_rng_state().to_tensors();
-  ckpt.state = {{"step", step}, {"data", data_state_.to_json()}, {"data_ranks", data_positions()},
+  ckpt.state = {{"step", step}, {"data", data_state_.to_json()}, {"data_ranks", all_data_positions(*mesh_, data_state_)},
                 {"world_size", mesh_->world_size()}, {"skipped", skipped_json()},
                 {"lora", config_.lora_enabled ? nlohmann::json{{"rank", config_.lora.rank},
                                                              {"alpha", config_.lora.alpha},
@@ -319,21 +275,10 @@ void Run::save(int64_t step) {
     ckpt.optimizer = optimizer_->state_tensors();
     dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last);
   } else {
-    ShardedWrite ranks;
-    ranks.rank = mesh_->rank();
-    ranks.world_size = mesh_->world_size();
-    ranks.shard = parallel_->shard_index();
-    ranks.shards = parallel_->shard_count();
-    ranks.writes_pieces = mesh_->coordinate("dp_replicate") == 0;
-    ranks.barrier = [this] { mesh_->barrier(); };
     NamedTensors buffers;
     for (const auto& b : model_->named_buffers()) buffers.emplace_back(b.key(), b.value());
-    auto pieces = sharded_checkpoint_pieces(*parallel_, buffers, optimizer_->state_tensors());
-    ckpt.model = std::move(pieces.model);
-    ckpt.optimizer = std::move(pieces.optimizer);
-    ranks.layout = {{"shards", ranks.shards}, {"world_size", ranks.world_size}, {"model", pieces.model_layout},
-                    {"optimizer", pieces.optimizer_layout}};
-    dir = save_sharded_training_checkpoint(output_ / "checkpoints", step, ckpt, config_.output.keep_last, ranks);
+    dir = save_sharded_checkpoint(output_ / "checkpoints", step, std::move(ckpt), buffers, optimizer_->state_tensors(),
+                                  *parallel_, *mesh_, config_.output.keep_last);
   }
   log::info("saved checkpoint ", dir.string());
 }
@@ -388,13 +333,7 @@ TrainSummary Run::execute() {
   setup_model();
   setup_data();
   const int64_t total_steps = estimate_total_steps();
-  LrScheduleConfig schedule_config;
-  schedule_config.kind = config_.schedule.kind;
-  schedule_config.warmup_steps = config_.schedule.warmup_steps;
-  schedule_config.warmup_ratio = config_.schedule.warmup_ratio;
-  schedule_config.min_lr_ratio = config_.schedule.min_lr_ratio;
-  schedule_config.total_steps = total_steps;
-  const LrSchedule schedule(schedule_config);
+  const LrSchedule schedule(lr_schedule_config(config_.schedule, total_steps));
 
   if (config_.output.resume != "none") {
     std::optional<fs::path> from;

@@ -1,0 +1,97 @@
+#include "mm/train/trainer_common.h"
+
+#include <torch/torch.h>
+
+#include "mm/checkpoint/resharding.h"
+#include "mm/core/error.h"
+#include "mm/core/log.h"
+
+namespace mm {
+
+void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<dist::Rendezvous>& job,
+                         std::unique_ptr<parallel::DeviceMesh>& mesh) {
+  const auto env = dist::DistEnv::from_env();
+  if (!env.distributed()) {
+    mesh = std::make_unique<parallel::DeviceMesh>();
+    return;
+  }
+  const int64_t shard = parallel.dp_shard == 0 ? env.world_size : parallel.dp_shard;
+  MM_CHECK(env.world_size % shard == 0, "parallel.dp_shard=", shard, " does not divide WORLD_SIZE=", env.world_size);
+  dist::RendezvousOptions options;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
+  job = dist::rendezvous(env, options);
+  mesh = std::make_unique<parallel::DeviceMesh>(
+      *job, parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+  log::info("data parallel over ", env.world_size, " processes: ", mesh->describe());
+}
+
+namespace {
+at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
+}  // namespace
+
+parallel::ShardingOptions sharding_options(const TrainConfig::Parallel& parallel) {
+  parallel::ShardingOptions sharding;
+  sharding.reshard_after_forward = parallel.reshard_after_forward;
+  sharding.prefetch = parallel.prefetch;
+  sharding.param_dtype = dtype_named(parallel.param_dtype);
+  sharding.reduce_dtype = dtype_named(parallel.reduce_dtype);
+  sharding.cpu_offload = parallel.cpu_offload;
+  return sharding;
+}
+
+AdamWConfig adamw_config(const TrainConfig::Optim& optim) {
+  AdamWConfig config;
+  config.lr = optim.lr;
+  config.beta1 = optim.beta1;
+  config.beta2 = optim.beta2;
+  config.eps = optim.eps;
+  config.weight_decay = optim.weight_decay;
+  config.fused = optim.fused;
+  return config;
+}
+
+LrScheduleConfig lr_schedule_config(const TrainConfig::Schedule& schedule, int64_t total_steps) {
+  LrScheduleConfig config;
+  config.kind = schedule.kind;
+  config.warmup_steps = schedule.warmup_steps;
+  config.warmup_ratio = schedule.warmup_ratio;
+  config.min_lr_ratio = schedule.min_lr_ratio;
+  config.total_steps = total_steps;
+  return config;
+}
+
+nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine) {
+  const int64_t world = mesh.world_size();
+  auto positions = torch::zeros({world, 2}, torch::kFloat64);
+  positions[mesh.rank()][0] = static_cast<double>(mine.epoch);
+  positions[mesh.rank()][1] = static_cast<double>(mine.cursor);
+  mesh.all_reduce_sum(positions);
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t r = 0; r < world; ++r)
+    out.push_back(SamplerState{static_cast<int64_t>(positions[r][0].item<double>()),
+                               static_cast<int64_t>(positions[r][1].item<double>())}
+                      .to_json());
+  return out;
+}
+
+std::filesystem::path save_sharded_checkpoint(const std::filesystem::path& checkpoints_dir, int64_t step,
+                                              TrainingCheckpoint checkpoint, const NamedTensors& buffers,
+                                              const NamedTensors& optimizer_state,
+                                              const parallel::FullyShardedModel& parallel,
+                                              const parallel::DeviceMesh& mesh, int keep_last) {
+  ShardedWrite ranks;
+  ranks.rank = mesh.rank();
+  ranks.world_size = mesh.world_size();
+  ranks.shard = parallel.shard_index();
+  ranks.shards = parallel.shard_count();
+  ranks.writes_pieces = mesh.coordinate("dp_replicate") == 0;
+  ranks.barrier = [&mesh] { mesh.barrier(); };
+  auto pieces = sharded_checkpoint_pieces(parallel, buffers, optimizer_state);
+  checkpoint.model = std::move(pieces.model);
+  checkpoint.optimizer = std::move(pieces.optimizer);
+  ranks.layout = {{"shards", ranks.shards}, {"world_size", ranks.world_size}, {"model", pieces.model_layout},
+                  {"optimizer", pieces.optimizer_layout}};
+  return save_sharded_training_checkpoint(checkpoints_dir, step, checkpoint, keep_last, ranks);
+}
+
+}  // namespace mm

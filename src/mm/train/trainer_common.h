@@ -1,0 +1,44 @@
+// What every trainer (vision-language, text-to-video) sets up and saves the same way: the
+// data-parallel job and mesh, the sharding, optimizer and schedule settings from the run config,
+// the sampler positions of all ranks, and this rank's part of a sharded checkpoint.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "mm/data/sampler.h"
+#include "mm/dist/process_group.h"
+#include "mm/parallel/device_mesh.h"
+#include "mm/parallel/fully_shard.h"
+#include "mm/train/checkpoint_io.h"
+#include "mm/train/lr_schedule.h"
+#include "mm/train/optimizer.h"
+#include "mm/train/train_config.h"
+
+namespace mm {
+
+// One process: a trivial mesh and no job. Several (torchrun, mmtrain launch, Slurm variables):
+// the rendezvous and a dp_replicate x dp_shard mesh over it (`mesh` refers to `job`, so both stay
+// where they are). Throws mm::Error when dp_shard does not divide the world size.
+void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<dist::Rendezvous>& job,
+                         std::unique_ptr<parallel::DeviceMesh>& mesh);
+
+parallel::ShardingOptions sharding_options(const TrainConfig::Parallel& parallel);
+AdamWConfig adamw_config(const TrainConfig::Optim& optim);
+LrScheduleConfig lr_schedule_config(const TrainConfig::Schedule& schedule, int64_t total_steps);
+
+// Every rank's sampler position, on every rank (collective), for trainer_state.json's data_ranks.
+nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine);
+
+// Writes this rank's part of a sharded checkpoint: `checkpoint` holds the RNG, state and extra
+// files; the model and optimizer slices come from `parallel` (buffers whole, in slice 0's file).
+// Collective. Returns the checkpoint directory.
+std::filesystem::path save_sharded_checkpoint(const std::filesystem::path& checkpoints_dir, int64_t step,
+                                              TrainingCheckpoint checkpoint, const NamedTensors& buffers,
+                                              const NamedTensors& optimizer_state,
+                                              const parallel::FullyShardedModel& parallel,
+                                              const parallel::DeviceMesh& mesh, int keep_last);
+
+}  // namespace mm
