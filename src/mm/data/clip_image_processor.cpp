@@ -10,6 +10,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/data/image_normalize.h"
 
 namespace mm {
 namespace {
@@ -51,20 +52,8 @@ at::Tensor center_crop(const at::Tensor& image, int64_t crop_h, int64_t crop_w) 
   return x.narrow(2, top, crop_h).narrow(3, left, crop_w);
 }
 
-// TorchvisionBackend.rescale_and_normalize: with both steps the float32 mean and std are scaled
-// by 1/rescale_factor and one (x - mean) / std is done on the uint8 values as float32.
-at::Tensor rescale_and_normalize(const at::Tensor& images, const CLIPImageProcessorConfig& c) {
-  if (c.do_normalize) {
-    at::Tensor mean = torch::tensor(c.image_mean, torch::kDouble).to(torch::kFloat);
-    at::Tensor std = torch::tensor(c.image_std, torch::kDouble).to(torch::kFloat);
-    if (c.do_rescale) {
-      mean = mean * (1.0 / c.rescale_factor);
-      std = std * (1.0 / c.rescale_factor);
-    }
-    return images.to(torch::kFloat).sub(mean.view({-1, 1, 1})).div_(std.view({-1, 1, 1}));
-  }
-  if (c.do_rescale) return images * c.rescale_factor;
-  return images.to(torch::kFloat);  // the reference keeps uint8 here; the values are the same
+RescaleNormalize rescale_normalize_steps(const CLIPImageProcessorConfig& c) {
+  return {c.do_rescale, c.rescale_factor, c.do_normalize, c.image_mean, c.image_std};
 }
 
 }  // namespace
@@ -169,7 +158,7 @@ at::Tensor CLIPImageProcessor::preprocess(const std::vector<at::Tensor>& images)
     const auto [h, w] = resized_size(x.size(2), x.size(3));
     x = resize_bicubic(x, h, w);
     if (config_.do_center_crop) x = center_crop(x, config_.crop_height, config_.crop_width);
-    x = rescale_and_normalize(x, config_);
+    x = rescale_and_normalize(x, rescale_normalize_steps(config_));
     MM_CHECK(out.empty() || x.sizes() == out.front().sizes(), "CLIP image processor: image ", i, " becomes ",
              x.sizes(), " but image 0 became ", out.front().sizes(), " (without do_center_crop all images must resize to one size)");
     out.push_back(x);

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/data/image_normalize.h"
 
 namespace mm {
 
@@ -59,21 +60,8 @@ at::Tensor resize_bicubic(at::Tensor images, int64_t height, int64_t width) {
                                     std::nullopt, std::nullopt);
 }
 
-// TorchvisionBackend.rescale_and_normalize: with both steps the mean and std are scaled by
-// 1/rescale_factor in float32 and one (x - mean) / std is done on the uint8 values as float32.
-// images: [..., C, H, W] with C the third-last dimension.
-at::Tensor rescale_and_normalize(const at::Tensor& images, const Qwen2VLPreprocessConfig& c) {
-  if (c.do_normalize) {
-    at::Tensor mean = torch::tensor(c.image_mean, torch::kDouble).to(torch::kFloat);
-    at::Tensor std = torch::tensor(c.image_std, torch::kDouble).to(torch::kFloat);
-    if (c.do_rescale) {
-      mean = mean * (1.0 / c.rescale_factor);
-      std = std * (1.0 / c.rescale_factor);
-    }
-    return images.to(torch::kFloat).sub(mean.view({-1, 1, 1})).div_(std.view({-1, 1, 1}));
-  }
-  if (c.do_rescale) return images * c.rescale_factor;
-  return images.to(torch::kFloat);  // the reference keeps uint8 here; the values are the same
+RescaleNormalize rescale_normalize_steps(const Qwen2VLPreprocessConfig& c) {
+  return {c.do_rescale, c.rescale_factor, c.do_normalize, c.image_mean, c.image_std};
 }
 
 void check_rgb(const at::Tensor& t, int64_t dims, const std::string& what) {
@@ -122,7 +110,7 @@ VisionInputs Qwen2VLProcessor::preprocess_images(const std::vector<at::Tensor>& 
     // [H, W, C] -> [1, C, H, W] as a view, as PIL -> pil_to_tensor -> unsqueeze(0) gives.
     at::Tensor x = images[i].permute({2, 0, 1}).unsqueeze(0);
     const auto [h, w] = target_size(x.size(2), x.size(3), c.max_pixels, c, what);
-    x = rescale_and_normalize(resize_bicubic(x, h, w), c);
+    x = rescale_and_normalize(resize_bicubic(x, h, w), rescale_normalize_steps(c));
     const int64_t C = x.size(1), gh = h / P, gw = w / P;
     // [1, gh/m, gw/m, m, m, C, P, P], then every pixel repeated over T identical frames.
     x = x.reshape({1, C, gh / m, m, P, gw / m, m, P}).permute({0, 2, 5, 3, 6, 1, 4, 7});
@@ -162,7 +150,7 @@ VideoInputs Qwen2VLProcessor::preprocess_videos(const std::vector<at::Tensor>& v
     }
     const auto [h, w] = target_size(x.size(3), x.size(4), max_pixels, c, what);
     at::Tensor resized = resize_bicubic(x.reshape({-1, C, x.size(3), x.size(4)}), h, w);
-    x = rescale_and_normalize(resized.reshape({1, frames, C, h, w}), c);
+    x = rescale_and_normalize(resized.reshape({1, frames, C, h, w}), rescale_normalize_steps(c));
     int64_t t = frames;
     if (const int64_t pad = (tps - t % tps) % tps) {  // repeat the last frame
       x = torch::cat({x, x.narrow(1, t - 1, 1).expand({-1, pad, -1, -1, -1})}, 1);

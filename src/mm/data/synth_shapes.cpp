@@ -4,13 +4,14 @@
 
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "mm/core/error.h"
 #include "mm/core/log.h"
+#include "mm/core/safetensors.h"
 #include "mm/data/image_encode.h"
+#include "mm/data/synth_common.h"
 
 namespace mm {
 namespace {
@@ -101,33 +102,6 @@ Sample draw(uint64_t key, int64_t size) {
   return s;
 }
 
-uint64_t fnv1a(const std::vector<uint8_t>& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
-  return h;
-}
-
-std::string record_id(int64_t index) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(index));
-  return name;
-}
-
-void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
-  auto temp = path;
-  temp += ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    MM_CHECK(out, path.string(), ": cannot open for writing");
-    out << text;
-    out.close();
-    MM_CHECK(out, path.string(), ": writing failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  MM_CHECK(!ec, path.string(), ": cannot rename ", temp.string(), " into place: ", ec.message());
-}
-
 std::string readme(const ShapesOptions& o) {
   return str_cat(
       "Synthetic shapes dataset, written by `mmtrain data synth --kind shapes`.\n\n",
@@ -198,10 +172,10 @@ void write_shapes_dataset(const std::filesystem::path& out_dir, const ShapesOpti
       Sample sample;
       for (;;) {
         sample = draw(keys.next(), options.image_size);
-        if (seen.insert(fnv1a(sample.pixels)).second) break;
+        if (seen.insert(synth::fnv1a(sample.pixels)).second) break;
         ++redraws;
       }
-      const std::string image = str_cat("images/", split, "/", record_id(i), ".png");
+      const std::string image = str_cat("images/", split, "/", synth::record_id(i), ".png");
       auto pixels = torch::from_blob(sample.pixels.data(), {options.image_size, options.image_size, 3},
                                      torch::kUInt8);
       write_png(out_dir / image, pixels);
@@ -223,9 +197,9 @@ void write_shapes_dataset(const std::filesystem::path& out_dir, const ShapesOpti
       record["type"] = q.type;
       jsonl += record.dump() + "\n";
     }
-    write_text_atomically(out_dir / str_cat(split, ".jsonl"), jsonl);
+    write_file_atomic(out_dir / str_cat(split, ".jsonl"), jsonl);
   }
-  write_text_atomically(out_dir / "README.txt", readme(options));
+  write_file_atomic(out_dir / "README.txt", readme(options));
   if (redraws > 0) log::debug("shapes dataset: redrew ", redraws, " duplicate images");
 }
 

@@ -4,13 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
+#include "mm/core/safetensors.h"
+#include "mm/data/synth_common.h"
 #include "mm/data/synth_shapes.h"
 #include "mm/data/video_encode.h"
 
@@ -107,33 +108,6 @@ Clip draw(uint64_t key, const VideoSynthOptions& o) {
   return clip;
 }
 
-uint64_t fnv1a(const std::vector<uint8_t>& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ull;
-  return h;
-}
-
-std::string record_id(int64_t index) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(index));
-  return name;
-}
-
-void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
-  auto temp = path;
-  temp += ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    MM_CHECK(out, path.string(), ": cannot open for writing");
-    out << text;
-    out.close();
-    MM_CHECK(out, path.string(), ": writing failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  MM_CHECK(!ec, path.string(), ": cannot rename ", temp.string(), " into place: ", ec.message());
-}
-
 std::string readme(const VideoSynthOptions& o, const WrittenVideo& written) {
   return str_cat(
       "Synthetic moving-shapes video dataset, written by `mmtrain data synth --kind video`.\n\n",
@@ -210,10 +184,10 @@ void write_video_dataset(const std::filesystem::path& out_dir, const VideoSynthO
       Clip clip;
       for (;;) {
         clip = draw(keys.next(), options);
-        if (seen.insert(fnv1a(clip.pixels)).second) break;
+        if (seen.insert(synth::fnv1a(clip.pixels)).second) break;
         ++redraws;
       }
-      const std::string video = str_cat("videos/", split, "/", record_id(i), ".mp4");
+      const std::string video = str_cat("videos/", split, "/", synth::record_id(i), ".mp4");
       auto frames = torch::from_blob(clip.pixels.data(), {options.frames, options.height, options.width, 3},
                                      torch::kUInt8);
       written = write_video(out_dir / video, frames, encode);
@@ -225,10 +199,10 @@ void write_video_dataset(const std::filesystem::path& out_dir, const VideoSynthO
       jsonl += record.dump() + "\n";
       bar.update(++done);
     }
-    write_text_atomically(out_dir / str_cat(split, ".jsonl"), jsonl);
+    write_file_atomic(out_dir / str_cat(split, ".jsonl"), jsonl);
   }
   bar.finish();
-  write_text_atomically(out_dir / "README.txt", readme(options, written));
+  write_file_atomic(out_dir / "README.txt", readme(options, written));
   if (redraws > 0) log::debug("video dataset: redrew ", redraws, " duplicate clips");
 }
 
