@@ -115,7 +115,7 @@ void VideoRun::setup_model() {
   MM_CHECK(!model_->config.image_to_video(), "model.path: ", m.path.string(),
            " is an image-to-video pipeline; training supports text-to-video pipelines (WanPipeline)");
   MM_CHECK(!model_->transformer_2, "model.path: ", m.path.string(),
-           ": training a two-expert (transformer_2) pipeline is not supported; train each expert's pipeline alone");
+           ": training a two-expert pipeline (transformer_2, Wan2.2 A14B) is not supported yet");
   dit_ = model_->transformer;
   if (model_->vae) model_->vae->eval();
   if (model_->text_encoder) model_->text_encoder->eval();
