@@ -99,7 +99,8 @@ void add_infer_command(CLI::App& app) {
   add_video_infer_commands(*cmd);
   cmd->callback([cmd, options] {
     if (!cmd->get_subcommands().empty()) return;  // `infer t2v` ran instead
-    MM_CHECK(!options->model.empty(), "--model: required (a Hugging Face model directory)");
+    // A usage error (exit status 2), as the option's required() would give without `infer t2v`.
+    if (options->model.empty()) throw CLI::RequiredError("--model");
     run_infer(*options);
   });
 }
