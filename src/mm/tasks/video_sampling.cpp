@@ -108,7 +108,7 @@ SampledVideo sample(WanModel& model, const at::Tensor& text, const at::Tensor& n
     const bool low_noise = model.guidance_switches() && t_value < model.boundary_timestep();
     const double guidance = low_noise ? o.guidance_2.value_or(o.guidance) : o.guidance;
     const auto input = model_input(latents).to(dtype);
-    const auto timestep = expand ? timestep_input(model, t, latents, mask) : timestep_input(model, t, latents, {});
+    const auto timestep = timestep_input(model, t, latents, mask);
     auto prediction = predictor->forward(input, timestep, cond, image_embeds);
     if (guided) {  // the unconditional pass keeps the image (only the text is negated)
       const auto unconditional = predictor->forward(input, timestep, uncond, image_embeds);
