@@ -60,6 +60,13 @@ LrScheduleConfig lr_schedule_config(const TrainConfig::Schedule& schedule, int64
   return config;
 }
 
+bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int64_t expected) {
+  if (mesh.world_size() == 1) return true;
+  auto counts = torch::tensor({static_cast<double>(micro_batches)}, torch::kFloat64);
+  mesh.all_reduce_sum(counts);
+  return counts.item<double>() == static_cast<double>(mesh.world_size() * expected);
+}
+
 nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine) {
   const int64_t world = mesh.world_size();
   auto positions = torch::zeros({world, 2}, torch::kFloat64);

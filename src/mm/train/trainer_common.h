@@ -29,6 +29,11 @@ parallel::ShardingOptions sharding_options(const TrainConfig::Parallel& parallel
 AdamWConfig adamw_config(const TrainConfig::Optim& optim);
 LrScheduleConfig lr_schedule_config(const TrainConfig::Schedule& schedule, int64_t total_steps);
 
+// Whether every rank gathered `expected` micro-batches for this step (collective). Ranks take a
+// step only together: one that ran out of data (an epoch's end, with skipped samples) ends the run
+// for all, instead of leaving the others waiting in a collective.
+bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int64_t expected);
+
 // Every rank's sampler position, on every rank (collective), for trainer_state.json's data_ranks.
 nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine);
 

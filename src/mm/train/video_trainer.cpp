@@ -423,10 +423,9 @@ TrainSummary VideoRun::execute() {
       }
       micro.push_back(std::move(batch));
     }
-    if (mesh_->world_size() > 1) {  // ranks take a step only together
-      auto counts = torch::tensor({static_cast<double>(micro.size())}, torch::kFloat64);
-      mesh_->all_reduce_sum(counts);
-      if (counts.item<double>() != static_cast<double>(mesh_->world_size() * config_.train.grad_accum)) break;
+    if (!every_rank_has(*mesh_, micro.size(), config_.train.grad_accum)) {
+      if (!micro.empty()) log::info("a rank ran out of data: the last, partial step is not taken");
+      break;
     }
     if (micro.empty()) break;
     const double lr = schedule.lr(step_, config_.optim.lr);
