@@ -77,8 +77,18 @@ with open(os.path.join(out, "chat_template.jinja"), "w") as f:
 # ---- processors ---------------------------------------------------------------------------------
 # smart_resize keeps 56x56 (a multiple of patch 14 x merge 2) when min_pixels <= 56*56 <= max_pixels;
 # larger images shrink to at most 112x112 pixels (16 merged tokens).
-Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112).save_pretrained(out)
-Qwen2VLVideoProcessor(min_pixels=56 * 56, max_pixels=112 * 112).save_pretrained(out)
+# Normalised with the shapes data's own per-channel mean and std (as CLIP's constants are its
+# training images'), measured over `mmtrain data synth --kind shapes` images: a light background
+# covers ~90% of every image. With CLIP's mean and std every background pixel sat at about +1.6
+# after normalisation, so each patch vector was mostly one shared direction (norm ~55 of ~60); the
+# patch embedding could amplify that direction until the vision features hardly differed between
+# images (0.2% across-image variation at the merger's output in a stuck run), and the decoder,
+# whose RMSNorm sees only directions, never found the image: runs stayed at the text-only answer
+# prior. Centred inputs keep the image-dependent part of every patch in view.
+SHAPES_MEAN = [0.8735, 0.8573, 0.8490]
+SHAPES_STD = [0.1528, 0.1726, 0.2030]
+for processor in (Qwen2VLImageProcessor, Qwen2VLVideoProcessor):
+    processor(min_pixels=56 * 56, max_pixels=112 * 112, image_mean=SHAPES_MEAN, image_std=SHAPES_STD).save_pretrained(out)
 
 # ---- model config --------------------------------------------------------------------------------
 ids = tok.token_to_id
@@ -88,13 +98,16 @@ config = Qwen2_5_VLConfig(
         num_attention_heads=4, num_key_value_heads=2, hidden_act="silu", rms_norm_eps=1e-6,
         max_position_embeddings=2048, max_window_layers=2, use_sliding_window=False,
         # As Qwen2.5-VL: M-RoPE over (temporal, height, width) with the rotary half of a head split
-        # 1:1.5:1.5 (16/24/24 of 64 there, 4/6/6 of head_dim 32 / 2 here). The base is 10, not
-        # 1e6: a 56x56 image is 2x2 tokens, so height and width offsets are 0 or 1, and with base
-        # 1e6 the height/width frequencies turn an offset of 1 by under 0.03 rad (width: under
-        # 2e-4), which leaves "where is the shape?" nearly invisible to attention. With base 10
-        # they turn it by 0.1-0.6 rad; text sequences here are short (< 64), so the slowest
-        # frequency (0.1 rad per token) still separates every position.
-        rope_parameters={"rope_type": "default", "rope_theta": 10.0, "mrope_section": [4, 6, 6]},
+        # 1:1.5:1.5 (16/24/24 of 64 there, 4/6/6 of head_dim 32 / 2 here); the sections take the
+        # frequencies in that order, so width gets the slowest ones. A 56x56 image is 2x2 tokens:
+        # "where is the shape?" rests on height and width offsets of 0 or 1. The base sets how far
+        # an offset of 1 turns them: with Qwen's 1e6 by under 0.03 rad (width: under 2e-4), with
+        # 10 by 0.24-0.56 rad for height but only 0.12-0.24 rad for width, which left left/right at
+        # chance for thousands of steps in some runs while top/bottom was learned. Base 2 turns
+        # height by 0.68-0.84 rad and width by 0.52-0.65 rad: every seed tells the quadrants apart
+        # within a few hundred steps. Text here is short (< 64 tokens) and of fixed form, so the
+        # fast frequencies cost nothing.
+        rope_parameters={"rope_type": "default", "rope_theta": 2.0, "mrope_section": [4, 6, 6]},
         bos_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"), pad_token_id=ids("<|endoftext|>")),
     vision_config=dict(
         depth=2, hidden_size=128, intermediate_size=256, num_heads=4, out_hidden_size=128, hidden_act="silu",
@@ -104,6 +117,8 @@ config = Qwen2_5_VLConfig(
         window_size=56, fullatt_block_indexes=[1], tokens_per_second=2),
     image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
     vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
+    # The top-level ids too: left out, transformers fills in Qwen's (151643), outside this vocabulary.
+    bos_token_id=ids("<|endoftext|>"), eos_token_id=ids("<|im_end|>"), pad_token_id=ids("<|endoftext|>"),
     tie_word_embeddings=False)
 config.save_pretrained(out)
 
