@@ -4,6 +4,7 @@
 
 #include "mm/checkpoint/hf_export.h"
 #include "mm/core/error.h"
+#include "mm/core/output_dir.h"
 #include "mm/core/log.h"
 #include "mm/core/rng.h"
 #include "mm/core/safetensors.h"
@@ -74,8 +75,7 @@ void write_sharded(const WholeTrainingCheckpoint& whole, const fs::path& assets,
 
 fs::path convert_checkpoint(const ConvertOptions& options) {
   MM_CHECK(options.slices >= 0, "--slices must not be negative");
-  MM_CHECK(!fs::exists(options.to) || (fs::is_directory(options.to) && fs::is_empty(options.to)), "--to ",
-           options.to.string(), " already exists and is not an empty directory");
+  check_new_output_dir(options.to, "--to");
   if (is_hf_model_dir(options.from) && !fs::is_regular_file(options.from / "trainer_state.json")) {
     MM_CHECK(options.slices >= 1, options.from.string(), " is already a Hugging Face model; give --slices N to "
              "make a sharded training checkpoint of it");

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "mm/core/error.h"
+#include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
 #include "mm/models/common/linear.h"
 #include "mm/models/common/weights.h"
@@ -40,10 +41,24 @@ std::vector<std::pair<std::string, torch::Tensor>> export_tensors(Qwen2_5_VLForC
   return out;
 }
 
+// `top`'s keys over `base`'s, objects merged key by key; a null in `top` stays a null.
+void overlay(nlohmann::json& base, const nlohmann::json& top) {
+  for (const auto& [key, value] : top.items()) {
+    if (value.is_object() && base.contains(key) && base[key].is_object())
+      overlay(base[key], value);
+    else
+      base[key] = value;
+  }
+}
+
 void write_export(Qwen2_5_VLForConditionalGenerationImpl& model, const fs::path& assets_dir, const fs::path& dir) {
   auto tensors = export_tensors(model);
   MM_CHECK(!tensors.empty(), "export_hf: the model has no weights");
+  // The model directory's own config.json is the truth: every key it holds is written back as it
+  // was (token ids, layer types, keys this version does not model), so that transformers reads the
+  // same model; the parsed config only fills in what the file lacks.
   auto config = model.config().to_json();
+  if (fs::is_regular_file(assets_dir / "config.json")) overlay(config, read_json_file(assets_dir / "config.json"));
   config["dtype"] = torch_dtype_name(tensors.front().second.scalar_type());
   write_file_atomic(dir / "config.json", config.dump(2) + "\n");
   save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});

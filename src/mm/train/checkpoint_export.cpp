@@ -5,6 +5,7 @@
 #include "mm/checkpoint/hf_export.h"
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/core/output_dir.h"
 #include "mm/core/safetensors.h"
 #include "mm/models/common/weights.h"
 #include "mm/train/checkpoint_io.h"
@@ -42,6 +43,7 @@ Qwen2_5_VLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
 }
 
 fs::path export_training_checkpoint(const fs::path& path, const fs::path& out) {
+  check_new_output_dir(out, "--to-hf");
   const auto dir = resolve_training_checkpoint(path);
   auto model = load_checkpoint_model(dir);
   export_hf(model, dir, out);
