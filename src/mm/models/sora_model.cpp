@@ -79,7 +79,7 @@ std::unique_ptr<WanModel> WanModel::from_pretrained(const fs::path& dir, const W
   }
   if (options.transformer) {
     model->transformer =
-        WanTransformer3DModel(WanTransformer3DModelImpl::from_pretrained(component(dir, "transformer"), options.dtype));
+        WanTransformer3DModel(WanTransformer3DModelImpl::from_pretrained(component(dir, options.transformer_folder), options.dtype));
     model->transformer->eval();
     if (model->config.boundary_ratio) {
       MM_CHECK(lists_component(index, "transformer_2"), index_file.string(),

@@ -42,6 +42,9 @@ struct WanLoadOptions {
   bool text_encoder = true;
   bool vae = true;
   bool transformer = true;
+  // The folder the (first) transformer is read from: "transformer", or e.g. "transformer_ema" that
+  // a training run writes beside it (model_index.json need not list it).
+  std::string transformer_folder = "transformer";
   bool image_encoder = true;  // image_encoder/ + image_processor/, when the pipeline lists them
 };
 

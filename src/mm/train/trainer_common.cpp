@@ -67,6 +67,10 @@ bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int6
   return counts.item<double>() == static_cast<double>(mesh.world_size() * expected);
 }
 
+bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t total_steps, const SamplerState& data) {
+  return step >= total_steps || (train.max_steps == 0 && data.epoch >= train.epochs);
+}
+
 nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine) {
   const int64_t world = mesh.world_size();
   auto positions = torch::zeros({world, 2}, torch::kFloat64);

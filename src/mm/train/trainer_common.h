@@ -34,6 +34,10 @@ LrScheduleConfig lr_schedule_config(const TrainConfig::Schedule& schedule, int64
 // for all, instead of leaving the others waiting in a collective.
 bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int64_t expected);
 
+// Whether a resumed run has nothing left to do: `step` reached `total_steps`, or in epoch mode
+// (max_steps == 0) the data position is past the last epoch.
+bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t total_steps, const SamplerState& data);
+
 // Every rank's sampler position, on every rank (collective), for trainer_state.json's data_ranks.
 nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine);
 

@@ -337,9 +337,26 @@ void VideoRun::save(int64_t step) {
   log::info("saved checkpoint ", dir.string());
 }
 
-// A diffusers pipeline directory: the trained transformer (and its EMA as transformer_ema/),
-// every other component a symbolic link to the source pipeline's (the random text encoder and
-// VAE of model.random_frozen are written out instead).
+// `from`'s files under `to`, each hard-linked (no space used on one file system) or else copied:
+// unlike a symbolic link, the result survives moving or copying the run, or deleting the source.
+void link_or_copy_tree(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& entry : fs::recursive_directory_iterator(from)) {
+    const auto target = to / fs::relative(entry.path(), from);
+    if (entry.is_directory()) {
+      fs::create_directories(target);
+      continue;
+    }
+    std::error_code ec;
+    fs::create_hard_link(entry.path(), target, ec);
+    if (ec) fs::copy_file(entry.path(), target);
+  }
+}
+
+// A diffusers pipeline directory: the trained transformer (and its EMA as transformer_ema/, which
+// `mmtrain infer t2v --transformer transformer_ema` samples), every other component the source
+// pipeline's, hard-linked or copied (the random text encoder and VAE of model.random_frozen are
+// written out instead).
 void VideoRun::export_final(const fs::path& out) {
   const auto tmp = fs::path(out.string() + ".tmp");
   fs::remove_all(tmp);
@@ -350,7 +367,7 @@ void VideoRun::export_final(const fs::path& out) {
     if (name == "transformer" || name == "transformer_ema") continue;
     if (config_.model.random_frozen && (name == "vae" || name == "text_encoder")) continue;
     if (entry.is_directory())
-      fs::create_directory_symlink(entry.path(), tmp / name);
+      link_or_copy_tree(entry.path(), tmp / name);
     else
       fs::copy_file(entry.path(), tmp / name);
   }
@@ -391,7 +408,6 @@ TrainSummary VideoRun::execute() {
   output_ = config_.output.dir;
   setup_parallel();
   fs::create_directories(output_);
-  if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
   setup_model();
   setup_data();
   const int64_t steps = total_steps();
@@ -401,6 +417,17 @@ TrainSummary VideoRun::execute() {
                                                                    : std::optional<fs::path>(config_.output.resume);
     if (from) resume_from(*from);
   }
+  if (step_ > 0 && run_is_finished(config_.train, step_, steps, data_state_)) {
+    log::info("the run in ", output_.string(), " already finished (step ", step_, " of ", steps,
+              "): nothing is trained, saved or exported");
+    TrainSummary summary;
+    summary.steps = step_;
+    summary.final_model = output_ / "final";
+    summary.already_finished = true;
+    mesh_->barrier();
+    return summary;
+  }
+  if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
   MetricsOptions metrics_options;
   metrics_options.output_dir = output_;
   metrics_options.total_steps = steps;

@@ -328,7 +328,6 @@ TrainSummary Run::execute() {
   output_ = config_.output.dir;
   setup_parallel();
   fs::create_directories(output_);
-  if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
 
   setup_model();
   setup_data();
@@ -343,6 +342,17 @@ TrainSummary Run::execute() {
       from = fs::path(config_.output.resume);
     if (from) resume_from(*from);
   }
+  if (step_ > 0 && run_is_finished(config_.train, step_, total_steps, data_state_)) {
+    log::info("the run in ", output_.string(), " already finished (step ", step_, " of ", total_steps,
+              "): nothing is trained, saved or exported");
+    TrainSummary summary;
+    summary.steps = step_;
+    summary.final_model = output_ / "final";
+    summary.already_finished = true;
+    mesh_->barrier();
+    return summary;
+  }
+  if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
 
   MetricsOptions metrics_options;
   metrics_options.output_dir = output_;

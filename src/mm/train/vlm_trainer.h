@@ -14,6 +14,9 @@ struct TrainSummary {
   double final_loss = 0;
   std::filesystem::path final_model;  // the HF export of the final weights
   double eval_accuracy = -1;          // -1 when no eval was configured
+  // The run's latest checkpoint had already reached the configured steps (or epochs): nothing was
+  // trained, saved or exported.
+  bool already_finished = false;
 };
 
 TrainSummary run_training(const TrainConfig& config);
