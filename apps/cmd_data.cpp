@@ -58,7 +58,9 @@ void add_data_command(CLI::App& app) {
       "questions about colour, shape, position and a caption (train.jsonl, test.jsonl, images/). "
       "video: mp4 clips of one coloured shape moving or growing/shrinking, with captions "
       "(train.jsonl, test.jsonl of {\"path\", \"caption\"}, videos/)");
-  synth->add_option("--kind", options->kind, "Which dataset: shapes | video")->required();
+  synth->add_option("--kind", options->kind, "Which dataset: shapes | video")
+      ->required()
+      ->check(CLI::IsMember({"shapes", "video"}));
   synth->add_option("--out", options->out, "Output directory (created; earlier files there are overwritten)")
       ->required();
   synth->add_option("--train", options->train, "Training records (default: shapes 2000, video 200)")

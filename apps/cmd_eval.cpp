@@ -80,7 +80,10 @@ void run_eval(EvalCliOptions& o) {
 
   std::unique_ptr<ProgressBar> bar;
   o.eval.on_prediction = [&bar](const EvalPrediction&, int64_t done, int64_t total) {
-    if (!bar) bar = std::make_unique<ProgressBar>(total, "eval");
+    if (!bar) {
+      bar = std::make_unique<ProgressBar>(total, "eval");
+      bar->report_every(10);  // off a terminal too: eval logs nothing else while it runs
+    }
     bar->update(done);
   };
   const EvalResult result = evaluate_exact_match(chat, data, o.eval);

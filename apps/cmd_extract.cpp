@@ -29,7 +29,8 @@ void add_extract_command(CLI::App& app) {
       "sections) into safetensors shards; resumable. Train on them with features.dir.");
   cmd->add_option("config", options->config, "run config (YAML, task: text_to_video)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out", options->extract.out, "Output directory (an interrupted extraction there resumes)")->required();
-  cmd->add_option("--set", options->overrides, "override a config key, e.g. --set data.fps=8 (repeatable)");
+  cmd->add_option("--set", options->overrides, "override a config key, e.g. --set data.fps=8 (repeatable)")
+      ->check(key_value_validator());
   cmd->add_option("--shard-size", options->extract.shard_size, "Samples per shard file")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
   cmd->callback([options] {

@@ -1,7 +1,11 @@
 // `mmtrain infer`: answer a prompt (or a whole conversation) about images and videos.
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "commands.h"
@@ -35,11 +39,84 @@ torch::Dtype parse_dtype(const std::string& name) {
   fail("--dtype '", name, "' is not supported (fp32 or bf16)");
 }
 
-std::vector<ChatMessage> messages_from(const InferOptions& o) {
+namespace fs = std::filesystem;
+
+// A folder this command makes for decoded data: URLs and removes when it ends.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / str_cat("mmtrain-infer-", ::getpid());
+  bool made = false;
+  const fs::path& get() {
+    if (!made) made = fs::create_directories(path);
+    return path;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (made) fs::remove_all(path, ignored);
+  }
+};
+
+// A source as error messages show it: a data: URL's payload can be megabytes.
+std::string shown(const std::string& source) {
+  return source.size() <= 80 ? source : source.substr(0, 60) + "... (" + std::to_string(source.size()) + " characters)";
+}
+
+std::string base64_decode(const std::string& text, const std::string& where) {
+  std::string out;
+  int bits = 0;
+  uint32_t acc = 0;
+  for (const char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+' || c == '-') v = 62;
+    else if (c == '/' || c == '_') v = 63;
+    else if (c == '=' || c == '\n' || c == '\r') continue;
+    else fail(where, ": the data: URL is not valid base64");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+// Media sources of a --messages file as OpenAI-style clients write them: paths relative to the
+// file's own folder (as data files' are), file:// URLs, and base64 data: URLs (written to files in
+// `scratch`, the decoders read files). Other URLs are refused: nothing is fetched.
+void resolve_message_media(std::vector<ChatMessage>& messages, const fs::path& file, ScratchDir& scratch) {
+  int decoded = 0;
+  for (size_t m = 0; m < messages.size(); ++m)
+    for (auto& part : messages[m].content) {
+      if (part.kind == ContentPart::Kind::text) continue;
+      const std::string where = str_cat(file.string(), ": messages[", m, "]");
+      std::string& source = part.source;
+      if (source.rfind("data:", 0) == 0) {
+        const auto comma = source.find(',');
+        MM_CHECK(comma != std::string::npos && source.substr(0, comma).find(";base64") != std::string::npos, where,
+                 ": only base64 data: URLs are read, got ", shown(source));
+        const auto path = scratch.get() / str_cat("media-", decoded++);
+        std::ofstream(path, std::ios::binary) << base64_decode(source.substr(comma + 1), where);
+        source = path.string();
+      } else if (source.rfind("file://", 0) == 0) {
+        source = source.substr(std::string("file://").size());
+      } else if (source.find("://") != std::string::npos) {
+        fail(where, ": ", shown(source), " is a URL; mmtrain reads local files, file:// and data: URLs only");
+      }
+      if (fs::path(source).is_relative()) source = (file.parent_path() / source).string();
+      MM_CHECK(fs::is_regular_file(source), where, ": media file not found: ", shown(source));
+    }
+}
+
+std::vector<ChatMessage> messages_from(const InferOptions& o, ScratchDir& scratch) {
   if (!o.messages.empty()) {
     MM_CHECK(o.images.empty() && o.videos.empty() && o.prompt.empty(),
              "--messages takes the whole conversation: do not combine it with --prompt, --image or --video");
-    return parse_messages_file(o.messages);
+    auto messages = parse_messages_file(o.messages);
+    resolve_message_media(messages, o.messages, scratch);
+    return messages;
   }
   MM_CHECK(!o.prompt.empty(), "give --prompt (with any --image/--video) or --messages FILE");
   std::vector<ChatMessage> messages;
@@ -64,7 +141,8 @@ void run_infer(InferOptions& o) {
   Qwen2_5_VLChat chat(o.model, parse_dtype(o.dtype));
   log::info("loaded ", o.model, " (", o.dtype, ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
-  const auto messages = messages_from(o);
+  ScratchDir scratch;
+  const auto messages = messages_from(o, scratch);
   if (o.show_prompt) std::cerr << chat.render(messages) << "\n";
   std::cout << chat.reply(messages, o.generation, video) << std::endl;
 }
@@ -84,7 +162,10 @@ void add_infer_command(CLI::App& app) {
   cmd->add_option("--prompt", options->prompt, "The user's question or instruction");
   cmd->add_option("--system", options->system, "System prompt (default: the model's chat template default)");
   cmd->add_option("--messages", options->messages,
-                  "JSON file with OpenAI-style messages (content parts: text, image, video)")->check(CLI::ExistingFile);
+                  "JSON file with OpenAI-style messages: [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
+                  "\"image\": \"a.png\"}, {\"type\": \"text\", \"text\": \"...\"}]}] (or {\"messages\": [...]}); "
+                  "image/video as a path relative to the file, a file:// or a base64 data: URL; "
+                  "{\"type\": \"image_url\", \"image_url\": {\"url\": ...}} too")->check(CLI::ExistingFile);
   cmd->add_option("--max-new-tokens", options->generation.max_new_tokens, "Most tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--greedy", options->greedy, "Greedy decoding (the default is sampling with the options below)");
   cmd->add_option("--temperature", options->generation.temperature, "Sampling temperature")->capture_default_str()->check(CLI::PositiveNumber);

@@ -15,6 +15,8 @@
 #include "mm/models/sora_model.h"
 #include "mm/tasks/video_sampling.h"
 
+namespace fs = std::filesystem;
+
 namespace mm::cli {
 namespace {
 
@@ -27,6 +29,7 @@ struct VideoInferOptions {
   std::string image;       // image to video: the first frame
   std::string last_image;  // and the last (FLF2V)
   std::string dtype = "fp32";
+  std::string transformer = "transformer";  // the pipeline folder holding the DiT to sample with
   double fps = 16;
   int threads = 0;
   bool tiled = false;
@@ -49,6 +52,26 @@ std::pair<int64_t, int64_t> parse_size(const std::string& text) {
   }
 }
 
+// A pipeline directory whose weight folders hold no .safetensors (a template such as
+// examples/wan/tiny-synth) is refused here with what to do, not by the first loader that finds none.
+void check_has_weights(const fs::path& dir, const std::string& transformer) {
+  std::vector<std::string> empty;
+  for (const std::string part : {std::string("text_encoder"), std::string("vae"), transformer}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir / part, ec)) continue;  // named by the loader
+    bool has_weights = false;
+    for (const auto& entry : fs::directory_iterator(dir / part, ec))
+      has_weights |= entry.path().extension() == ".safetensors";
+    if (!has_weights) empty.push_back(part + "/");
+  }
+  if (empty.empty()) return;
+  std::string parts;
+  for (const auto& part : empty) parts += (parts.empty() ? "" : ", ") + part;
+  fail(dir.string(), " has no weights in ", parts, ": it is a template or an incomplete download. Sample a trained "
+       "run's final/ (mmtrain train examples/wan/t2v_synth.yaml, see examples/wan/README.md) or a diffusers Wan "
+       "pipeline with its weights (e.g. Wan-AI/Wan2.1-T2V-1.3B-Diffusers)");
+}
+
 void run_t2v(VideoInferOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
   MM_CHECK(!o.prompt.empty(), "--prompt: required");
@@ -59,10 +82,20 @@ void run_t2v(VideoInferOptions& o) {
   VideoEncodeOptions encode;
   encode.fps = o.fps;
   encode.validate();
+  check_video_output_path(o.output);
+  check_has_weights(o.model, o.transformer);
   const auto start = std::chrono::steady_clock::now();
   WanLoadOptions load;
   load.dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  load.transformer_folder = o.transformer;
   auto model = WanModel::from_pretrained(o.model, load);
+  MM_CHECK(!o.sampling.guidance_2 || model->transformer_2, "--guidance-2: ", o.model,
+           " has one transformer; the low-noise expert's guidance applies to two-expert pipelines (Wan2.2 A14B)");
+  // The pipeline would round another count down; a user who asked for it is told instead.
+  const int64_t t = model->vae->config().temporal_compression();
+  const int64_t lower = (std::max<int64_t>(o.sampling.frames, 1) - 1) / t * t + 1;
+  MM_CHECK(wan_pixel_frames(*model, o.sampling) == o.sampling.frames, "--frames ", o.sampling.frames,
+           ": this pipeline's VAE makes 1 + ", t, "k frames; use ", lower, " or ", lower + t);
   log::info("loaded ", o.model, " (", o.dtype, ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
   const bool i2v = model->config.image_to_video();
@@ -72,6 +105,7 @@ void run_t2v(VideoInferOptions& o) {
   MM_CHECK(i2v || o.image.empty(), "--image: ", o.model, " is a ", model->config.class_name,
            " (text to video); image to video needs a WanImageToVideoPipeline");
   ProgressBar bar(o.sampling.steps, "sampling");
+  bar.report_every(10);
   const auto on_step = [&](int64_t step, int64_t) { bar.update(step); };
   SampledVideo sample;
   if (i2v) {
@@ -104,7 +138,7 @@ void add_video_infer_commands(CLI::App& infer) {
   cmd->add_option("--last-image", options->last_image, "Last frame, for first-last-frame models (Wan2.1 FLF2V)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--negative-prompt", options->sampling.negative_prompt, "What to steer away from (with --guidance > 1)");
-  cmd->add_option("--frames", options->sampling.frames, "Frames (1 + 4k; others are rounded down to it)")->capture_default_str();
+  cmd->add_option("--frames", options->sampling.frames, "Frames: 1 + 4k for Wan's VAE (another count is refused, naming the nearest)")->capture_default_str();
   cmd->add_option("--size", options->size, "WIDTHxHEIGHT, multiples of 16")->capture_default_str();
   cmd->add_option("--steps", options->sampling.steps, "Sampling steps")->capture_default_str();
   cmd->add_option("--guidance", options->sampling.guidance, "Classifier-free guidance scale (<= 1: none)")->capture_default_str();
@@ -115,6 +149,9 @@ void add_video_infer_commands(CLI::App& infer) {
   cmd->add_option("--frames-dir", options->frames_dir, "Also write every frame as PNG into this directory");
   cmd->add_option("--fps", options->fps, "Frame rate of the written video")->capture_default_str();
   cmd->add_flag("--tiled", options->tiled, "Tiled VAE decode (bounded memory for large videos)");
+  cmd->add_option("--transformer", options->transformer,
+                  "The pipeline folder of the DiT to sample with, e.g. transformer_ema of a training run's final/")
+      ->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
   cmd->callback([options] { run_t2v(*options); });

@@ -1,13 +1,25 @@
 // `mmtrain launch --nproc-per-node N [...] -- ARGS...`: runs N workers of a multi-process job on
 // this node (each `mmtrain ARGS...`, or `--program PATH ARGS...`) with the torchrun environment,
 // and stops them all when one fails or the launcher is interrupted.
+#include <algorithm>
+
 #include "commands.h"
 #include "mm/dist/launcher.h"
 
 namespace mm::cli {
 
-void add_launch_command(CLI::App& app) {
+std::vector<std::string> take_launch_worker_args(std::vector<std::string>& args) {
+  const auto launch = std::find(args.begin(), args.end(), "launch");
+  const auto dashes = std::find(launch, args.end(), "--");
+  if (launch == args.end() || dashes == args.end()) return {};
+  std::vector<std::string> worker(dashes + 1, args.end());
+  args.erase(dashes, args.end());
+  return worker;
+}
+
+void add_launch_command(CLI::App& app, std::vector<std::string> worker_args) {
   auto options = std::make_shared<dist::LaunchOptions>();
+  options->args = std::move(worker_args);
   auto* cmd = app.add_subcommand(
       "launch",
       "Start the worker processes of a multi-process run on this node, as torchrun does: "
@@ -24,8 +36,18 @@ void add_launch_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--program", options->program,
                   "run this executable instead of mmtrain (looked up in PATH when it has no slash)");
-  cmd->add_option("args", options->args, "the workers' arguments, after --");
-  cmd->callback([options] { dist::launch(*options); });
+  // Everything from the first word that is not a launch option on (or after `--`) is the
+  // workers' command line, its own options included: `launch --nproc-per-node 2 train a.yaml --set
+  // k=v` and `launch --nproc-per-node 2 -- train a.yaml --set k=v` mean the same.
+  cmd->prefix_command();
+  cmd->fallthrough(false);  // the workers' options are theirs, not the app's
+  cmd->footer("The workers' command follows the launch options, after an optional --.");
+  cmd->callback([options, cmd] {
+    if (options->args.empty()) options->args = cmd->remaining();
+    if (options->args.empty())
+      throw CLI::ValidationError("launch", "no worker command: e.g. mmtrain launch --nproc-per-node 2 -- train run.yaml");
+    dist::launch(*options);
+  });
 }
 
 }  // namespace mm::cli

@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mm/core/log.h"
+#include "mm/core/log_state.h"
 #include "mm/core/run_config.h"
 #include "mm/train/train_config.h"
 #include "mm/train/video_trainer.h"
@@ -23,12 +25,20 @@ void add_train_command(CLI::App& app) {
       "output, eval, parallel; see examples/qwen2.5vl/README.md) or, with task: text_to_video, a Wan DiT (see "
       "examples/wan/README.md). Resumes from the latest checkpoint in output.dir.");
   cmd->add_option("config", options->config, "run config (YAML)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--set", options->overrides, "override a config key, e.g. --set optim.lr=1e-4 (repeatable)");
+  cmd->add_option("--set", options->overrides, "override a config key, e.g. --set optim.lr=1e-4 (repeatable)")
+      ->check(key_value_validator());
   cmd->callback([options] {
     const auto root = load_run_config(options->config, options->overrides);
     const auto summary = train_task_of(root, options->config) == "text_to_video"
                              ? run_video_training(parse_video_train_config(root, options->config))
                              : run_training(parse_train_config(root, options->config));
+    if (log::rank() != 0) return;  // one summary for the whole job, from rank 0
+    if (summary.already_finished) {
+      std::cout << "nothing to do: the run in " << summary.final_model.parent_path().string() << " already finished its "
+                << summary.steps << " steps (use another output.dir, or raise train.max_steps to continue it)\n"
+                << "model: " << summary.final_model.string() << "\n";
+      return;
+    }
     std::cout << "trained " << summary.steps << " steps, final loss " << summary.final_loss << "\n"
               << "model: " << summary.final_model.string() << "\n";
     if (summary.eval_accuracy >= 0) std::cout << "eval exact match: " << summary.eval_accuracy << "\n";

@@ -1,4 +1,5 @@
 #include "mm/core/log.h"
+#include "mm/core/log_state.h"
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,7 @@ struct State {
   int world_size = 1;
   Level level = Level::info;
   bool all_ranks = std::getenv("MM_LOG_ALL_RANKS") != nullptr;
+  std::function<void()> clear_live, redraw_live;
   std::mutex mutex;
 };
 
@@ -39,6 +41,8 @@ void set_rank(int rank, int world_size) {
   state().world_size = world_size;
 }
 
+int rank() { return state().rank; }
+
 void set_level(Level level) { state().level = level; }
 
 Level level_from_string(const std::string& name) {
@@ -57,10 +61,18 @@ void write(Level level, const std::string& message) {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&now));
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.clear_live) s.clear_live();
   if (s.world_size > 1)
     std::fprintf(stderr, "[%s %s rank%d] %s\n", tag(level), stamp, s.rank, message.c_str());
   else
     std::fprintf(stderr, "[%s %s] %s\n", tag(level), stamp, message.c_str());
+  if (s.redraw_live) s.redraw_live();
+}
+
+void set_live_line(std::function<void()> clear, std::function<void()> redraw) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().clear_live = std::move(clear);
+  state().redraw_live = std::move(redraw);
 }
 
 }  // namespace mm::log

@@ -1,5 +1,8 @@
 #include "mm/core/progress.h"
 
+#include "mm/core/log.h"
+#include "mm/core/log_state.h"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -38,14 +41,14 @@ std::string format_progress(const std::string& label, int64_t done, int64_t tota
   std::string head = label.empty() ? "" : label + " ";
   std::string line;
   const int bar = width - static_cast<int>(head.size() + std::string(tail).size()) - 2;
-  if (total > 0 && bar >= 10) {
+  if (total > 0 && bar >= 10 && width > 0) {
     const double frac = std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0);
     const int filled = static_cast<int>(frac * bar);
     line = head + "[" + std::string(filled, '#') + std::string(bar - filled, '.') + "]" + tail;
   } else {
     line = head + tail;
   }
-  if (static_cast<int>(line.size()) > width) line.resize(std::max(width, 0));
+  if (width > 0 && static_cast<int>(line.size()) > width) line.resize(width);
   return line;
 }
 
@@ -53,12 +56,33 @@ ProgressBar::ProgressBar(int64_t total, std::string label, int64_t initial, std:
                          std::optional<bool> enabled)
     : total_(total), initial_(initial), done_(initial), label_(std::move(label)), out_(out),
       enabled_(enabled.value_or(::isatty(::fileno(out)) == 1)),
-      start_(std::chrono::steady_clock::now()) {}
+      start_(std::chrono::steady_clock::now()), last_report_(start_) {
+  if (enabled_) log::set_live_line([this] { clear(); }, [this] { redraw(); });
+}
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+  if (enabled_) log::set_live_line({}, {});
+}
+
+// Items per second since the start; 0 (unknown) for the first half second, whose few items would
+// give a meaningless rate (the first draw once read "321027 it/s").
+double ProgressBar::rate() const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return elapsed >= 0.5 ? static_cast<double>(done_ - initial_) / elapsed : 0.0;
+}
+
+void ProgressBar::report() {
+  std::fprintf(out_, "%s\n", format_progress(label_ + ":", done_, total_, rate(), 0).c_str());
+  std::fflush(out_);
+  last_report_ = std::chrono::steady_clock::now();
+}
 
 void ProgressBar::update(int64_t done) {
   done_ = done;
+  if (!enabled_ && report_every_s_ > 0 && !finished_ &&
+      std::chrono::steady_clock::now() - last_report_ >= std::chrono::duration<double>(report_every_s_))
+    report();
   if (!enabled_ || finished_) return;
   const auto now = std::chrono::steady_clock::now();
   if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100) && done_ != total_) return;
@@ -67,9 +91,7 @@ void ProgressBar::update(int64_t done) {
 
 void ProgressBar::draw() {
   const auto now = std::chrono::steady_clock::now();
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double rate = elapsed > 0 ? static_cast<double>(done_ - initial_) / elapsed : 0.0;
-  const std::string line = format_progress(label_, done_, total_, rate, terminal_width(out_) - 1);
+  const std::string line = format_progress(label_, done_, total_, rate(), terminal_width(out_) - 1);
   std::fprintf(out_, "\r\033[K%s", line.c_str());
   std::fflush(out_);
   drawn_ = true;
@@ -89,6 +111,7 @@ void ProgressBar::redraw() {
 void ProgressBar::finish() {
   if (finished_) return;
   finished_ = true;
+  if (!enabled_ && report_every_s_ > 0) report();
   if (!enabled_ || !drawn_) return;
   finished_ = false;
   draw();

@@ -1,5 +1,6 @@
-// A one-line progress bar (step/total, rate, ETA) redrawn in place on a terminal. Off a
-// terminal it draws nothing: the per-step log lines tell the same story in a file.
+// A one-line progress bar (step/total, rate, ETA) redrawn in place on a terminal; log lines
+// printed meanwhile go above it. Off a terminal it draws nothing, unless report_every() asks for
+// a plain line now and then (for work that logs nothing else while it runs).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -10,7 +11,8 @@
 namespace mm {
 
 // "label [#########...........] 30/100  2.50 it/s  ETA 00:00:28" within `width` columns
-// (total <= 0: count and rate only). `rate` in items per second; 0 means not yet known.
+// (total <= 0: count and rate only; width <= 0: no bar and no limit). `rate` in items per second;
+// 0 means not yet known.
 std::string format_progress(const std::string& label, int64_t done, int64_t total, double rate,
                             int width);
 
@@ -29,6 +31,8 @@ class ProgressBar {
   void clear();               // erases the line, so a log line can be printed in its place
   void redraw();              // draws the current state again (after clear)
   void finish();              // final draw and a newline; idempotent
+  // Off a terminal: a line "label: done/total  rate  ETA" every `seconds` and at the end.
+  void report_every(double seconds) { report_every_s_ = seconds; }
 
  private:
   void draw();
@@ -36,7 +40,10 @@ class ProgressBar {
   std::string label_;
   std::FILE* out_;
   bool enabled_, drawn_ = false, finished_ = false;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  double report_every_s_ = 0;
+  std::chrono::steady_clock::time_point start_, last_draw_, last_report_;
+  double rate() const;
+  void report();
 };
 
 }  // namespace mm

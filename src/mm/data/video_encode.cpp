@@ -107,6 +107,16 @@ void VideoEncodeOptions::validate() const {
            "video encoding: encoder must be auto, libx264 or mpeg4, got '", encoder, "'");
 }
 
+void check_video_output_path(const fs::path& path) {
+  std::string extension = path.extension().string();
+  for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  MM_CHECK(extension == ".mp4" || extension == ".mov" || extension == ".mkv", path.string(),
+           ": cannot write H.264 video to a '", extension, "' file (use .mp4, .mov or .mkv)");
+  const fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  MM_CHECK(fs::is_directory(parent, ec), path.string(), ": the folder ", parent.string(), " does not exist");
+}
+
 WrittenVideo write_video(const fs::path& path, const at::Tensor& frames, const VideoEncodeOptions& options) {
   const std::string name = path.string();
   try {

@@ -52,6 +52,12 @@ struct WrittenVideo {
 WrittenVideo write_video(const std::filesystem::path& path, const at::Tensor& frames,
                          const VideoEncodeOptions& options = {});
 
+// Checks `path` before any work, for callers that would otherwise learn from write_video only after
+// minutes of sampling that it cannot be written: a container that carries H.264 / MPEG-4 video (.mp4, .mov, .mkv;
+// .gif, .webm and the rest are refused) and an existing parent directory. Throws mm::Error naming
+// `path`.
+void check_video_output_path(const std::filesystem::path& path);
+
 // Writes `frames`, uint8 [T, height, width, 3] RGB, as dir/frame_000000.png, frame_000001.png ...
 // (creating dir; each file atomic and lossless, see write_png). Throws mm::Error naming dir for
 // bad frames or a directory that cannot be created.

@@ -78,7 +78,11 @@ EvalResult evaluate_exact_match(Qwen2_5_VLChat& chat, const ConversationFile& da
     p.index = conversation.index;
     p.type = conversation.type;
     p.reference = std::move(reference);
-    p.prediction = chat.reply(prompt, generation, options.video);
+    try {
+      p.prediction = chat.reply(prompt, generation, options.video);
+    } catch (const std::exception& e) {  // a missing or broken image: which record it was
+      fail(data.where(static_cast<size_t>(i)), ": ", e.what());
+    }
     p.correct = exact_match(p.prediction, p.reference);
     for (EvalScore* score : {&result.overall, &result.by_type[p.type]}) {
       score->total += 1;

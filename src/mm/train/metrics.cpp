@@ -126,10 +126,8 @@ nlohmann::json MetricsLogger::log_step(const StepMetrics& m) {
        << fmt("%.4f", m.grad_norm) << " | " << fmt("%.0f", m.tokens_per_s) << " tok/s | "
        << fmt("%.2f", m.samples_per_s) << " samples/s | mem " << human_bytes(memory);
   for (const auto& [k, v] : m.extra) line << " | " << k << " " << fmt("%.6g", v);
-  progress_->clear();
-  log::info(line.str());
   progress_->update(m.step);
-  progress_->redraw();
+  log::info(line.str());  // printed above the bar, which the logger redraws
 
   if (options_.write_files) {
     jsonl_ << record.dump() << "\n";
