@@ -3,3 +3,5 @@ mm_oracle(train_parity)
 mm_test(test_train_parity ORACLES train_parity)
 # mmtrain train end to end (needs the CLI and transformers for the export checks).
 mm_test(test_train_run)
+# What a new user hits on the command line: no data loss, usage errors, rank-0 summaries, refusals up front.
+mm_test(test_cli_new_user)
