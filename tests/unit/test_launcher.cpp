@@ -241,14 +241,17 @@ TEST(Launcher, BadArgumentsNameTheOption) {
       {"--nproc-per-node 1 --nnodes 0" + sh, "--nnodes must be at least 1"},
       {"--nproc-per-node 1 --nnodes 2 --node-rank 2" + sh, "--node-rank must be in 0..1"},
       {"--nproc-per-node 1 --master-port 70000" + sh, "--master-port must be in 1..65535"},
-      {"--nproc-per-node 1 --", "no worker command"},
+
       {"--nproc-per-node 1 --program /nonexistent/tool -- x", "--program /nonexistent/tool: no such executable"},
   };
   for (const auto& [args, message] : cases) {
     const auto [status, output] = launch(args);
     EXPECT_EQ(status, 1) << args;
     EXPECT_NE(output.find("mmtrain: error: " + message), std::string::npos) << args << "\n" << output;
-  }
+  }  // No worker command is a usage error (exit 2).
+  const auto [status, output] = launch("--nproc-per-node 1 --");
+  EXPECT_EQ(status, 2) << output;
+  EXPECT_NE(output.find("mmtrain: error: launch: no worker command"), std::string::npos) << output;
 }
 
 }  // namespace
