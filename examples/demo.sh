@@ -18,10 +18,10 @@ MIN_TYPE_ACCURACY=0.8  # and on each question type (color, shape, position, capt
 # The demo's own output folder (under the build directory) is remade on every run.
 rm -rf "$WORK" && mkdir -p "$WORK"
 demo_start=$(date +%s)
-stage_start=$demo_start
+stage_start=""
 stage() {  # stage "TITLE": closes the previous stage with its time, opens the next
   local now; now=$(date +%s)
-  [ "$stage_start" = "$demo_start" ] || echo "   (took $((now - stage_start)) s)"
+  [ -z "$stage_start" ] || echo "   (took $((now - stage_start)) s)"
   stage_start=$now
   echo; echo "== $1"
 }
