@@ -60,6 +60,7 @@ void write_export(Qwen2_5_VLForConditionalGenerationImpl& model, const fs::path&
   auto config = model.config().to_json();
   if (fs::is_regular_file(assets_dir / "config.json")) overlay(config, read_json_file(assets_dir / "config.json"));
   config["dtype"] = torch_dtype_name(tensors.front().second.scalar_type());
+  if (config.contains("torch_dtype")) config["torch_dtype"] = config["dtype"];  // transformers 4's name for it
   write_file_atomic(dir / "config.json", config.dump(2) + "\n");
   save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   for (const auto& file : hf_asset_files(assets_dir)) fs::copy_file(file, dir / file.filename());
