@@ -316,7 +316,6 @@ TEST(DataSynthVideoCommand, ClearErrors) {
   const auto dir = mm::testing::temp_dir("synth_video_cli_bad");
   const std::string synth = kMmtrain + " data synth --out " + (dir / "v").string() + " ";
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--kind audio", "mmtrain: error: data synth: --kind 'audio' is not supported (supported: shapes, video)"},
            {"--kind video --width 50", "mmtrain: error: video dataset: width must be a multiple of 16 in [16, 2048], got 50"},
            {"--kind video --height 24", "height must be a multiple of 16 in [16, 2048], got 24"},
            {"--kind video --frames 0", "mmtrain: error: video dataset: frames must be in [1, 1000], got 0"},
@@ -327,6 +326,12 @@ TEST(DataSynthVideoCommand, ClearErrors) {
     EXPECT_EQ(rc, 1) << args << "\n" << out;
     EXPECT_NE(out.find(message), std::string::npos) << args << "\n" << out;
     EXPECT_FALSE(fs::exists(dir / "v")) << args;
+  }
+  {  // an unknown kind is a usage error (exit 2)
+    const auto [rc, out] = run_command(synth + "--kind audio");
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("mmtrain: error: --kind: audio not in {shapes,video}"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir / "v"));
   }
   const auto [rc, out] = run_command(kMmtrain + " data synth --kind video --out " + (dir / "w").string() +
                                      " --width abc");
