@@ -71,6 +71,18 @@ bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t tota
   return step >= total_steps || (train.max_steps == 0 && data.epoch >= train.epochs);
 }
 
+TrainSummary finished_run_summary(const std::filesystem::path& output_dir, int64_t step, int64_t total_steps,
+                                  const parallel::DeviceMesh& mesh) {
+  log::info("the run in ", output_dir.string(), " already finished (step ", step, " of ", total_steps,
+            "): nothing is trained, saved or exported");
+  TrainSummary summary;
+  summary.steps = step;
+  summary.final_model = output_dir / "final";
+  summary.already_finished = true;
+  mesh.barrier();
+  return summary;
+}
+
 nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine) {
   const int64_t world = mesh.world_size();
   auto positions = torch::zeros({world, 2}, torch::kFloat64);

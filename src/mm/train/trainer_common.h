@@ -16,6 +16,7 @@
 #include "mm/train/lr_schedule.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/train_config.h"
+#include "mm/train/vlm_trainer.h"
 
 namespace mm {
 
@@ -37,6 +38,11 @@ bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int6
 // Whether a resumed run has nothing left to do: `step` reached `total_steps`, or in epoch mode
 // (max_steps == 0) the data position is past the last epoch.
 bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t total_steps, const SamplerState& data);
+
+// For such a run: logs that it is done, waits for every rank and returns the summary that says so
+// (already_finished). Nothing is trained, saved or exported. Collective.
+TrainSummary finished_run_summary(const std::filesystem::path& output_dir, int64_t step, int64_t total_steps,
+                                  const parallel::DeviceMesh& mesh);
 
 // Every rank's sampler position, on every rank (collective), for trainer_state.json's data_ranks.
 nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine);
