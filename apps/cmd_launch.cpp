@@ -9,9 +9,13 @@
 namespace mm::cli {
 
 std::vector<std::string> take_launch_worker_args(std::vector<std::string>& args) {
-  const auto launch = std::find(args.begin(), args.end(), "launch");
+  // The subcommand is the first word that is neither an app option nor --log-level's value: a
+  // "launch" later on (a prompt, a path) is not this command.
+  auto launch = args.begin();
+  while (launch != args.end() && (*launch)[0] == '-') launch += (*launch == "--log-level" && launch + 1 != args.end()) ? 2 : 1;
+  if (launch == args.end() || *launch != "launch") return {};
   const auto dashes = std::find(launch, args.end(), "--");
-  if (launch == args.end() || dashes == args.end()) return {};
+  if (dashes == args.end()) return {};
   std::vector<std::string> worker(dashes + 1, args.end());
   args.erase(dashes, args.end());
   return worker;
@@ -43,7 +47,11 @@ void add_launch_command(CLI::App& app, std::vector<std::string> worker_args) {
   cmd->fallthrough(false);  // the workers' options are theirs, not the app's
   cmd->footer("The workers' command follows the launch options, after an optional --.");
   cmd->callback([options, cmd] {
-    if (options->args.empty()) options->args = cmd->remaining();
+    const auto before_dashes = cmd->remaining();
+    if (!options->args.empty() && !before_dashes.empty())
+      throw CLI::ValidationError("launch", "the worker command starts at '" + before_dashes.front() +
+                                               "' and again after --: give it once");
+    if (options->args.empty()) options->args = before_dashes;
     if (options->args.empty())
       throw CLI::ValidationError("launch", "no worker command: e.g. mmtrain launch --nproc-per-node 2 -- train run.yaml");
     dist::launch(*options);
