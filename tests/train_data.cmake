@@ -4,3 +4,4 @@ mm_oracle(train_data)
 # The oracle's model directory uses the tokenizer the tokenizer oracle trains.
 set_tests_properties(oracle_train_data PROPERTIES FIXTURES_REQUIRED oracle_tokenizer_corpus)
 mm_test(test_train_data ORACLES train_data)
+mm_test(test_global_cursor)

@@ -2,9 +2,11 @@
 // FSDP, HSDP, per-tower placements, torchrun) on the tiny shapes model, and their 10 losses and
 // final weights must equal a single process with the same global batch. Also: the training
 // state per rank shrinks as 1/N under FSDP, a checkpoint saved by 4 ranks resumes on 2 and on 1
-// with the losses of the uninterrupted run, and a killed rank stops the job with its name.
+// with the losses of the uninterrupted run, a run stopped on 2 ranks continues on 3 and on 1 with
+// the uninterrupted run's sample order, and a killed rank stops the job with its name.
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "mm/core/safetensors.h"
 #include "testing.h"
@@ -21,13 +23,7 @@ constexpr int kGlobalBatch = 8;  // samples per optimizer step, over all ranks
 constexpr int kGradAccum = 2;    // every layout accumulates two micro-batches per step
 
 const fs::path& shapes_data() {
-  static const fs::path dir = [] {
-    auto d = testing::temp_dir("dp_data");
-    auto [status, out] = run_command(kMmtrain + " data synth --kind shapes --out " + d.string() +
-                                     " --train 96 --test 8 --seed 4");
-    EXPECT_EQ(status, 0) << out;
-    return d;
-  }();
+  static const fs::path dir = testing::synth_shapes_data("dp_data", 96, 8, 4);
   return dir;
 }
 
@@ -309,6 +305,89 @@ TEST(DataParallel, MixedPrecisionKeepsFp32Masters) {
   for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 0.05 * loss) << "step " << step;
   const auto weights = Checkpoint::open(run.dir / "run" / "final");
   for (const auto& name : weights.names()) EXPECT_EQ(weights.tensor(name).scalar_type(), torch::kFloat) << name;
+}
+
+// The data position is global: a run stopped after 80 samples on 2 processes continues on 3 and
+// on 1 exactly where the uninterrupted run goes on. samples/rank-<r>.jsonl (output.sample_log)
+// records what every rank consumed; a one-process run consumes the global order in sequence, and
+// with W ranks rank r's k-th sample must be the global order's (start + k W + r)-th.
+class SampleOrder {
+ public:
+  // `mmtrain train` on `ranks` processes, 2 samples per micro-batch and 2 micro-batches per step.
+  static RunResult run(const std::string& name, int ranks, int64_t steps, const std::string& settings = "") {
+    static const fs::path data = testing::synth_shapes_data("dp_order_data", 200, 4, 6);
+    RunResult r;
+    r.dir = testing::temp_dir("dp_order_" + name);
+    const std::string args = "train " + write_config(r.dir).string() + " --set data.train=" +
+                             (data / "train.jsonl").string() + " --set train.micro_batch_size=2" +
+                             " --set train.max_steps=" + std::to_string(steps) + " --set output.sample_log=true " +
+                             settings;
+    const std::string launch = ranks == 1 ? kMmtrain + " "
+                                          : kMmtrain + " launch --nproc-per-node " + std::to_string(ranks) +
+                                                " --master-port " + std::to_string(testing::free_port()) + " -- ";
+    std::tie(r.status, r.output) = run_command("OMP_NUM_THREADS=1 " + launch + args);
+    return r;
+  }
+
+  // Rank `rank`'s consumed dataset indices in order, from the steps after `after_step`.
+  static std::vector<int64_t> consumed(const RunResult& r, int rank, int64_t after_step = 0) {
+    std::vector<int64_t> out;
+    std::ifstream in(r.dir / "run" / "samples" / ("rank-" + std::to_string(rank) + ".jsonl"));
+    EXPECT_TRUE(in.good()) << "no sample log of rank " << rank << " in " << r.dir;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["step"].get<int64_t>() <= after_step) continue;
+      for (const auto& m : j["micro_batches"]) {
+        EXPECT_EQ(m["epoch"].get<int64_t>(), 0);
+        for (const auto& i : m["indices"]) out.push_back(i.get<int64_t>());
+      }
+    }
+    return out;
+  }
+
+  // The global positions start + r, start + r + W, ... of `global` for `count` samples.
+  static std::vector<int64_t> share(const std::vector<int64_t>& global, size_t start, int rank, int world,
+                                    size_t count) {
+    std::vector<int64_t> out;
+    for (size_t p = start + rank; out.size() < count; p += world) out.push_back(global.at(p));
+    return out;
+  }
+};
+
+TEST(DataParallel, StoppedOnTwoRanksContinuesOnThreeAndOneInTheGlobalOrder) {
+  const auto single = SampleOrder::run("single", 1, 40);  // 160 samples in sequence
+  ASSERT_EQ(single.status, 0) << single.output;
+  const auto global = SampleOrder::consumed(single, 0);
+  ASSERT_EQ(global.size(), 160u);
+  EXPECT_EQ(std::set<int64_t>(global.begin(), global.end()).size(), 160u) << "one epoch repeats nothing";
+
+  const auto two = SampleOrder::run("two", 2, 10, "--set output.save_every=10");  // 80 samples
+  ASSERT_EQ(two.status, 0) << two.output;
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(SampleOrder::consumed(two, r), SampleOrder::share(global, 0, r, 2, 40));
+  const auto checkpoint = two.dir / "run" / "checkpoints" / "step-00000010";
+  ASSERT_TRUE(fs::exists(checkpoint)) << two.output;
+
+  // 5 more steps on 3 ranks (60 samples), 10 more on one process (40 samples).
+  for (const int ranks : {3, 1}) {
+    SCOPED_TRACE(std::to_string(ranks) + " rank(s)");
+    const auto resumed = SampleOrder::run("resumed" + std::to_string(ranks), ranks, ranks == 3 ? 15 : 20,
+                                          "--set output.resume=" + checkpoint.string());
+    ASSERT_EQ(resumed.status, 0) << resumed.output;
+    const size_t per_rank = ranks == 3 ? 20 : 40;
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_EQ(SampleOrder::consumed(resumed, r, 10), SampleOrder::share(global, 80, r, ranks, per_rank))
+          << "rank " << r;
+  }
+
+  // `convert --slices 3` keeps the one global position; 3 ranks resume from it alike.
+  const auto converted = testing::temp_dir("dp_order_convert") / "three";
+  auto [status, output] =
+      run_command(kMmtrain + " convert --from " + checkpoint.string() + " --to " + converted.string() + " --slices 3");
+  ASSERT_EQ(status, 0) << output;
+  const auto from_converted = SampleOrder::run("converted3", 3, 11, "--set output.resume=" + converted.string());
+  ASSERT_EQ(from_converted.status, 0) << from_converted.output;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(SampleOrder::consumed(from_converted, r, 10), SampleOrder::share(global, 80, r, 3, 4));
 }
 
 TEST(DataParallel, KilledRankStopsTheJobAndIsNamed) {

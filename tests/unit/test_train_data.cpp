@@ -481,7 +481,7 @@ TEST(DataLoader, SameBatchesForAnyWorkerCountAndExactResume) {
     // Stop after two batches, resume from the saved state in a new loader: the rest is identical.
     mm::DataLoader first(file, encoder, sampler_for(file), loader_options(packing, 2));
     drain(first, 2);
-    const auto state = mm::SamplerState::from_json(first.state_after_last_batch().to_json());
+    const auto state = mm::SamplerState::from_json(first.after_taking({first.taken_after_last_batch()}).to_json());
     mm::DataLoader resumed(file, encoder, sampler_for(file), loader_options(packing, 2), state);
     const auto rest = drain(resumed);
     expect_same_batches(rest, std::vector<mm::TrainBatch>(a.begin() + 2, a.end()));
@@ -540,6 +540,20 @@ TEST(DataLoader, SkipsAndCountsEveryKindOfBrokenSample) {
     EXPECT_EQ(skips.count(r), 1) << mm::skip_reason_name(r);
   EXPECT_EQ(skips.total(), 6);
   EXPECT_EQ(skips.to_json()["corrupt_media"].get<int64_t>(), 1);
+
+  // Two more epochs meet the same 6 records again: still 6 bad records, not 18 skip events.
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    loader.start_epoch();
+    drain(loader);
+  }
+  EXPECT_EQ(loader.skips().total(), 6);
+  // A resumed run gets the records from the checkpoint and goes on counting records.
+  mm::SkipCounts resumed;
+  resumed.merge_records(loader.skips().records_json(), "trainer_state.json: skipped_records");
+  EXPECT_EQ(resumed.total(), 6);
+  resumed.add(mm::SkipReason::too_long, 1000, "another record");
+  EXPECT_EQ(resumed.total(), 7);
+  EXPECT_THROW(resumed.merge_records(nlohmann::json{{"no_such_reason", {1}}}, "x"), mm::Error);
 
   // fail_on_error: the first bad one in sampler order throws, naming its line.
   auto options = loader_options(false, 2);

@@ -9,6 +9,7 @@
 #include "mm/core/safetensors.h"
 #include "mm/train/checkpoint_export.h"
 #include "mm/train/train_config.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace mm {
@@ -18,19 +19,14 @@ namespace fs = std::filesystem;
 using testing::kMmtrain;
 using testing::kPython;
 using testing::kSourceDir;
+using testing::read_jsonl;
 using testing::run_command;
 
 const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
 
 // A small shapes dataset shared by the tests of this binary.
 const fs::path& shapes_data() {
-  static const fs::path dir = [] {
-    auto d = testing::temp_dir("train_run_data");
-    auto [status, out] = run_command(kMmtrain + " data synth --kind shapes --out " + d.string() +
-                                     " --train 48 --test 8 --seed 3");
-    EXPECT_EQ(status, 0) << out;
-    return d;
-  }();
+  static const fs::path dir = testing::synth_shapes_data("train_run_data", 48, 8, 3);
   return dir;
 }
 
@@ -48,14 +44,6 @@ fs::path write_config(const fs::path& out_dir, const std::string& data_file, con
                       << "output:\n  dir: " << (out_dir / "run").string() << "\n  save_every: 10\n  keep_last: 2\n"
                       << extra;
   return path;
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) records.push_back(nlohmann::json::parse(line));
-  return records;
 }
 
 // step -> loss, from metrics.jsonl (step records only).
@@ -167,6 +155,35 @@ TEST(TrainRun, BrokenSamplesAreSkippedAndCounted) {
   EXPECT_EQ(counters.value("skipped_samples.total", -1), 6);
   // The end-of-run summary on stderr lists them too.
   EXPECT_NE(out.find("skipped_samples.missing_media"), std::string::npos) << out;
+}
+
+// Every epoch, every rank and a resumed run meet the same 6 bad records again: each counts once
+// (issue 12: 4 bad records used to give a total of 7).
+TEST(TrainRun, SkipCountsCountBadRecordsOverEpochsRanksAndResumes) {
+  const auto data = broken_dataset();
+  auto skipped_total = [](const fs::path& run) {
+    const auto records = read_jsonl(run / "metrics.jsonl");
+    EXPECT_FALSE(records.empty());
+    return records.empty() ? nlohmann::json() : records.back()["summary"]["counters"];
+  };
+  // 2 ranks x 2 micro-batches x 2 samples per step: 24 good records are 3 steps, 9 steps 3 epochs.
+  const auto dir = testing::temp_dir("train_skips_epochs");
+  auto [status, out] = run_command(kMmtrain + " launch --nproc-per-node 2 --master-port " +
+                                   std::to_string(testing::free_port()) + " -- train " +
+                                   write_config(dir, (data / "train.jsonl").string(), "", 9).string() +
+                                   " --set train.micro_batch_size=2 --set output.save_every=4 --set output.keep_last=3");
+  ASSERT_EQ(status, 0) << out;
+  const auto counters = skipped_total(dir / "run");
+  EXPECT_EQ(counters.value("skipped_samples.total", -1), 6) << counters.dump();
+  EXPECT_EQ(counters.value("skipped_samples.missing_media", -1), 1) << counters.dump();
+
+  // Resumed on one process after step 4 (in the second epoch): still the same 6 records.
+  const auto resumed = testing::temp_dir("train_skips_resumed");
+  std::tie(status, out) =
+      run_command(kMmtrain + " train " + write_config(resumed, (data / "train.jsonl").string(), "", 9).string() +
+                  " --set output.resume=" + (dir / "run" / "checkpoints" / "step-00000004").string());
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_EQ(skipped_total(resumed / "run").value("skipped_samples.total", -1), 6);
 }
 
 TEST(TrainRun, OnErrorFailStopsAtTheFirstBrokenSampleNamingIt) {

@@ -52,6 +52,16 @@ inline std::pair<int, std::string> run_command(const std::string& cmd, bool with
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// `mmtrain data synth --kind shapes` into a fresh temporary directory named after `name`.
+inline std::filesystem::path synth_shapes_data(const std::string& name, int train, int test, int seed) {
+  const auto dir = temp_dir(name);
+  auto [status, out] = run_command(kMmtrain + " data synth --kind shapes --out " + dir.string() +
+                                   " --train " + std::to_string(train) + " --test " +
+                                   std::to_string(test) + " --seed " + std::to_string(seed));
+  EXPECT_EQ(status, 0) << out;
+  return dir;
+}
+
 // A TCP port nobody listens on right now (the kernel's pick for an ephemeral bind), for a
 // rendezvous; tests run in parallel, so fixed ports would collide.
 inline int free_port() {

@@ -1,5 +1,7 @@
 #include "mm/checkpoint/checkpoint_convert.h"
 
+#include <unistd.h>
+
 #include <torch/torch.h>
 
 #include "mm/checkpoint/hf_export.h"
@@ -45,8 +47,9 @@ NamedTensors slice_of(const NamedTensors& whole, int64_t k, int64_t slices, nloh
 }
 
 void write_sharded(const WholeTrainingCheckpoint& whole, const fs::path& assets, int64_t slices, const fs::path& to) {
-  const fs::path tmp = to.string() + ".tmp-convert";
-  fs::remove_all(tmp);
+  // Written beside the target and renamed into place; never a directory someone else made.
+  const fs::path tmp = to.string() + str_cat(".tmp-convert-", ::getpid());
+  MM_CHECK(!fs::exists(tmp), tmp.string(), " already exists; remove it or choose another --to");
   fs::create_directories(tmp);
   nlohmann::json model_layout = nlohmann::json::object(), optimizer_layout = nlohmann::json::object();
   for (int64_t k = 0; k < slices; ++k) {
@@ -58,10 +61,9 @@ void write_sharded(const WholeTrainingCheckpoint& whole, const fs::path& assets,
                              {"optimizer", optimizer_layout}};
   auto state = whole.state;
   const std::string where = (whole.dir / "trainer_state.json").string();
-  state["data_ranks"] = nlohmann::json::array();
-  for (const auto& position : split_data_positions(saved_data_positions(whole.state, where), slices, where))
-    state["data_ranks"].push_back(position.to_json());
-  state["data"] = state["data_ranks"][0];
+  // The data position is global: any number of processes continues from it as it is.
+  state["data"] = saved_data_position(whole.state, where).to_json();
+  state.erase("data_ranks");
   state["world_size"] = slices;
   write_file_atomic(tmp / "sharding.json", sharding.dump(1) + "\n");
   write_file_atomic(tmp / "trainer_state.json", state.dump(2) + "\n");

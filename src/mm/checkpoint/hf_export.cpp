@@ -92,8 +92,9 @@ void export_hf(Qwen2_5_VLForConditionalGeneration& model, const fs::path& assets
   // str_cat, not operator+: GCC 12 warns falsely (-Wstringop-overflow) on "." + string here.
   const fs::path tmp = target.parent_path() / str_cat(".", target.filename().string(), ".tmp-", ::getpid());
   const fs::path old = target.parent_path() / str_cat(".", target.filename().string(), ".old-", ::getpid());
+  MM_CHECK(!fs::exists(tmp) && !fs::exists(old), "export_hf: ", tmp.string(), " or ", old.string(),
+           " already exists (not made by this process); remove it");
   try {
-    fs::remove_all(tmp);
     fs::create_directories(tmp);
     write_export(*model, assets_dir, tmp);
     if (fs::exists(target)) fs::rename(target, old);

@@ -1,6 +1,7 @@
 #include "mm/checkpoint/resharding.h"
 
 #include "mm/core/error.h"
+#include "mm/data/global_cursor.h"
 
 namespace mm {
 
@@ -45,28 +46,16 @@ NamedTensors local_optimizer_state(const parallel::FullyShardedModel& parallel, 
   return out;
 }
 
-std::vector<SamplerState> saved_data_positions(const nlohmann::json& state, const std::string& where) {
-  std::vector<SamplerState> saved;
+SamplerState saved_data_position(const nlohmann::json& state, const std::string& where) {
   if (state.contains("data_ranks")) {
-    for (const auto& d : state.at("data_ranks")) saved.push_back(SamplerState::from_json(d, where + ": data_ranks"));
-  } else {
-    MM_CHECK(state.contains("data"), where, ": no data position (data)");
-    saved.push_back(SamplerState::from_json(state.at("data"), where + ": data"));
+    MM_CHECK(state.at("data_ranks").is_array(), where, ": data_ranks: expected an array");
+    std::vector<SamplerState> per_rank;
+    for (const auto& d : state.at("data_ranks"))
+      per_rank.push_back(SamplerState::from_json(d, where + ": data_ranks"));
+    return global_from_interleaved(per_rank, where);
   }
-  MM_CHECK(!saved.empty(), where, ": data_ranks is empty");
-  return saved;
-}
-
-std::vector<SamplerState> split_data_positions(const std::vector<SamplerState>& saved, int64_t ranks,
-                                               const std::string& where) {
-  if (static_cast<int64_t>(saved.size()) == ranks) return saved;
-  for (const auto& s : saved)
-    MM_CHECK(s == saved.front(), where, ": the ", saved.size(), " ranks that saved stopped at different data "
-             "positions (skipped samples), so it cannot be split over ", ranks, " ranks; resume on ", saved.size());
-  const int64_t global = saved.front().cursor * static_cast<int64_t>(saved.size());
-  MM_CHECK(global % ranks == 0, where, ": data position ", global, " (samples taken by all ranks) does not split "
-           "evenly over ", ranks, " ranks");
-  return std::vector<SamplerState>(static_cast<size_t>(ranks), SamplerState{saved.front().epoch, global / ranks});
+  MM_CHECK(state.contains("data"), where, ": no data position (data)");
+  return SamplerState::from_json(state.at("data"), where + ": data");
 }
 
 }  // namespace mm

@@ -1,7 +1,6 @@
 // A run's state across process layouts: what one rank of a sharded run writes into a
 // checkpoint (its slices, plus the whole tensors once), how the whole optimizer state of any
-// checkpoint becomes this rank's slices, and how the data position saved by N ranks is split
-// over M ranks.
+// checkpoint becomes this rank's slices, and the data position it continues from.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -28,13 +27,9 @@ ShardedPieces sharded_checkpoint_pieces(const parallel::FullyShardedModel& paral
 // unchanged.
 NamedTensors local_optimizer_state(const parallel::FullyShardedModel& parallel, const NamedTensors& whole_state);
 
-// The per-rank sampler positions a trainer_state.json holds ("data_ranks", or "data" for one
-// process). Errors name `where`.
-std::vector<SamplerState> saved_data_positions(const nlohmann::json& state, const std::string& where);
-
-// The positions for `ranks` ranks: the saved ones when their count is `ranks`; otherwise the
-// global position (all saved ranks must be at the same one) split evenly.
-std::vector<SamplerState> split_data_positions(const std::vector<SamplerState>& saved, int64_t ranks,
-                                               const std::string& where);
+// The global data position a trainer_state.json holds ("data"), also from a checkpoint written
+// before the global position existed (one position per rank in "data_ranks"). Any number of
+// ranks continues from it. Errors name `where`.
+SamplerState saved_data_position(const nlohmann::json& state, const std::string& where);
 
 }  // namespace mm

@@ -47,35 +47,43 @@ std::vector<std::vector<int64_t>> BucketBatchSampler::all_batches(int64_t epoch)
   return shuffled;
 }
 
+EpochRemainder BucketBatchSampler::remainder() const {
+  return options_.drop_last ? EpochRemainder::drop : EpochRemainder::wrap;
+}
+
 int64_t BucketBatchSampler::batches_per_rank() const {
   const int64_t n = static_cast<int64_t>(all_batches(0).size());
   return options_.drop_last ? n / options_.world : (n + options_.world - 1) / options_.world;
 }
 
-std::vector<std::vector<int64_t>> BucketBatchSampler::epoch_batches(int64_t epoch) const {
-  MM_CHECK(epoch >= 0, "bucket sampler: negative epoch ", epoch);
-  const std::vector<std::vector<int64_t>> all = all_batches(epoch);
-  const int64_t n = static_cast<int64_t>(all.size());
-  const int64_t per_rank = options_.drop_last ? n / options_.world : (n + options_.world - 1) / options_.world;
+std::vector<std::vector<int64_t>> BucketBatchSampler::epoch_batches(const SamplerState& from) const {
+  MM_CHECK(from.epoch >= 0, "bucket sampler: negative epoch ", from.epoch);
+  const std::vector<std::vector<int64_t>> all = all_batches(from.epoch);
   std::vector<std::vector<int64_t>> mine;
-  if (n == 0) return mine;
-  for (int64_t k = 0; k < per_rank; ++k) mine.push_back(all[(k * options_.world + options_.rank) % n]);
+  for (const int64_t position :
+       rank_positions(static_cast<int64_t>(all.size()), from, options_.rank, options_.world, remainder()))
+    mine.push_back(all[static_cast<size_t>(position)]);
   return mine;
 }
 
 std::optional<std::vector<int64_t>> BucketBatchSampler::next() {
-  if (state_.cursor >= static_cast<int64_t>(current_.size())) return std::nullopt;
-  return current_[state_.cursor++];
+  if (taken_ >= static_cast<int64_t>(current_.size())) return std::nullopt;
+  return current_[static_cast<size_t>(taken_++)];
 }
 
-void BucketBatchSampler::start_epoch(int64_t epoch) { restore({epoch, 0}); }
+void BucketBatchSampler::start_epoch(int64_t epoch) { restore({epoch, 0, {}}); }
 
-void BucketBatchSampler::restore(const SamplerState& state) {
-  std::vector<std::vector<int64_t>> batches = epoch_batches(state.epoch);
-  MM_CHECK(state.cursor >= 0 && state.cursor <= static_cast<int64_t>(batches.size()), "bucket sampler: resume cursor ",
-           state.cursor, " is past the end of epoch ", state.epoch, " (", batches.size(), " batches on this rank)");
-  current_ = std::move(batches);
-  state_ = state;
+void BucketBatchSampler::restore(const SamplerState& from) {
+  current_ = epoch_batches(from);
+  start_ = from;
+  taken_ = 0;
+}
+
+SamplerState BucketBatchSampler::after_taking(const std::vector<int64_t>& taken_per_rank) const {
+  MM_CHECK(static_cast<int64_t>(taken_per_rank.size()) == options_.world, "bucket sampler: ", taken_per_rank.size(),
+           " rank counts for ", options_.world, " ranks");
+  return mm::after_taking(static_cast<int64_t>(all_batches(start_.epoch).size()), start_, taken_per_rank,
+                          remainder());
 }
 
 }  // namespace mm

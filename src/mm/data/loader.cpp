@@ -48,23 +48,22 @@ void DataLoader::stop_workers() {
 }
 
 void DataLoader::begin(SamplerState state) {
-  std::vector<int64_t> order = sampler_.order(state.epoch);
-  MM_CHECK(state.cursor <= static_cast<int64_t>(order.size()), "data loader: resume cursor ", state.cursor,
-           " is past the end of epoch ", state.epoch, " (", order.size(), " samples on this rank)");
+  std::vector<int64_t> order = sampler_.order(state);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++generation_;
     order_ = std::move(order);
-    taken_ = next_dispatch_ = state.cursor;
+    taken_ = next_dispatch_ = 0;
     results_.clear();
     pending_.reset();
-    state_ = state;
+    start_ = std::move(state);
+    consumed_ = 0;
   }
   work_cv_.notify_all();
 }
 
-void DataLoader::start_epoch() { start_epoch(state_.epoch + 1); }
-void DataLoader::start_epoch(int64_t epoch) { begin({epoch, 0}); }
+void DataLoader::start_epoch() { start_epoch(start_.epoch + 1); }
+void DataLoader::start_epoch(int64_t epoch) { begin({epoch, 0, {}}); }
 
 DataLoader::Result DataLoader::produce(int64_t dataset_index) const {
   torch::NoGradGuard no_grad;
@@ -106,10 +105,12 @@ void DataLoader::worker_loop() {
 std::optional<TrainSample> DataLoader::take() {
   while (true) {
     Result r;
+    int64_t record = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (taken_ >= static_cast<int64_t>(order_.size())) return std::nullopt;
       const int64_t pos = taken_;
+      record = order_[pos];
       if (workers_.empty()) {
         lock.unlock();
         r = produce(order_[pos]);
@@ -125,14 +126,14 @@ std::optional<TrainSample> DataLoader::take() {
     if (r.failure) std::rethrow_exception(r.failure);
     if (r.error) {
       if (options_.fail_on_error) throw *r.error;
-      skips_.add(r.error->reason(), r.error->what());
+      skips_.add(r.error->reason(), record, r.error->what());
       continue;
     }
     if (options_.packing && r.sample->length() > options_.max_seq_len) {
       const std::string message = str_cat(file_.where(static_cast<size_t>(r.sample->index)), ": ",
                                           r.sample->length(), " tokens > packing max_seq_len ", options_.max_seq_len);
       if (options_.fail_on_error) throw SampleError(SkipReason::too_long, message);
-      skips_.add(SkipReason::too_long, message);
+      skips_.add(SkipReason::too_long, record, message);
       continue;
     }
     return std::move(r.sample);
@@ -167,7 +168,7 @@ std::optional<TrainBatch> DataLoader::next() {
     taken = taken_;
   }
   // The pending sample was taken but belongs to the next batch: a resumed run starts there.
-  state_.cursor = pending_ ? taken - 1 : taken;
+  consumed_ = pending_ ? taken - 1 : taken;
   if (samples.empty()) return std::nullopt;
   return options_.packing ? collate_packed(samples) : collate_padded(samples, options_.pad_token_id);
 }

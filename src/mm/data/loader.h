@@ -42,7 +42,8 @@ void serial_intra_op_on_this_thread();
 class DataLoader {
  public:
   // The file, encoder and the loader's owner must outlive the loader (it keeps references).
-  // `start`: where to begin (a state saved from state_after_last_batch, or {} for the start).
+  // `start`: the global data position to begin at (one after_taking gave for a checkpoint, or
+  // {} for the start); this rank takes its share of what is left (global_cursor.h).
   DataLoader(const ConversationFile& file, const SampleEncoder& encoder, Sampler sampler, LoaderOptions options,
              SamplerState start = {});
   ~DataLoader();  // stops and joins the workers; never blocks on unfinished prefetching beyond one sample each
@@ -58,11 +59,17 @@ class DataLoader {
   void start_epoch();
   void start_epoch(int64_t epoch);
 
-  // What a resumed run passes as `start` to produce exactly the batches that follow the last one
-  // next() returned.
-  SamplerState state_after_last_batch() const { return state_; }
-  int64_t epoch() const { return state_.epoch; }
+  // How many of this rank's positions the batches next() returned so far used (from the start
+  // or start_epoch). With every rank's count, after_taking gives the global position a resumed
+  // run, on any number of ranks, passes as `start` to continue exactly after those batches.
+  int64_t taken_after_last_batch() const { return consumed_; }
+  SamplerState after_taking(const std::vector<int64_t>& taken_per_rank) const {
+    return sampler_.after_taking(start_, taken_per_rank);
+  }
+  const SamplerState& start() const { return start_; }
+  int64_t epoch() const { return start_.epoch; }
   const SkipCounts& skips() const { return skips_; }
+  SkipCounts& skips() { return skips_; }  // a resumed run merges the records skipped before
 
  private:
   struct Result {
@@ -84,7 +91,8 @@ class DataLoader {
   Sampler sampler_;
   LoaderOptions options_;
   SkipCounts skips_;
-  SamplerState state_;
+  SamplerState start_;     // global position this epoch's order began at
+  int64_t consumed_ = 0;   // this rank's positions used by the batches returned
 
   std::mutex mutex_;
   std::condition_variable work_cv_, ready_cv_;

@@ -1,15 +1,14 @@
-// Why a training sample was skipped, and the per-run tally of skips. A dataset sample that cannot
+// Why a training sample was skipped, and the per-run tally of skipped records. A dataset sample that cannot
 // be used (bad JSON line, missing or corrupt media, too long, ...) is skipped and counted; the
 // first few reasons are logged so a user sees what is wrong without drowning the log.
 #pragma once
-#include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "mm/core/error.h"
+#include "mm/data/skip_tally.h"
 
 namespace mm {
 
@@ -36,26 +35,17 @@ class SampleError : public Error {
   SkipReason reason_;
 };
 
-// Counts per reason. add() is safe from several threads; the loader adds in sampler order so the
-// counts (and which messages get logged) are deterministic.
-class SkipCounts {
+// The bad records per reason (skip_tally.h: each counted once, however often met). add() is
+// safe from several threads; the loader adds in sampler order so the counts (and which messages
+// get logged) are deterministic.
+class SkipCounts : public SkipTally {
  public:
-  static constexpr int kLoggedMessages = 5;
-
-  SkipCounts() = default;
-  SkipCounts(const SkipCounts& other);
-  SkipCounts& operator=(const SkipCounts& other);
-
-  // Counts one skip; logs `message` with log::warn for the first kLoggedMessages skips.
-  void add(SkipReason reason, const std::string& message);
-  int64_t count(SkipReason reason) const;
-  int64_t total() const;
-  // {"malformed_record": n, ..., "total": n} with every reason present.
-  nlohmann::json to_json() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::array<int64_t, kNumSkipReasons> counts_{};
+  SkipCounts();
+  // `record`: the record's index in the data file.
+  void add(SkipReason reason, int64_t record, const std::string& message) {
+    SkipTally::add(static_cast<int>(reason), record, message);
+  }
+  int64_t count(SkipReason reason) const { return SkipTally::count(static_cast<int>(reason)); }
 };
 
 }  // namespace mm

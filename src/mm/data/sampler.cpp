@@ -7,6 +7,7 @@
 #include <random>
 
 #include "mm/core/error.h"
+#include "mm/data/global_cursor.h"
 
 namespace mm {
 namespace {
@@ -26,7 +27,7 @@ void fisher_yates(std::vector<int64_t>& v, std::mt19937_64& rng) {
 
 }  // namespace
 
-nlohmann::json SamplerState::to_json() const { return {{"epoch", epoch}, {"cursor", cursor}}; }
+nlohmann::json SamplerState::to_json() const { return {{"epoch", epoch}, {"cursor", cursor}, {"done", done}}; }
 
 SamplerState SamplerState::from_json(const nlohmann::json& json, const std::string& where) {
   MM_CHECK(json.is_object(), where, ": expected an object {\"epoch\", \"cursor\"}");
@@ -37,6 +38,16 @@ SamplerState SamplerState::from_json(const nlohmann::json& json, const std::stri
   }
   s.epoch = json["epoch"].get<int64_t>();
   s.cursor = json["cursor"].get<int64_t>();
+  if (json.contains("done")) {  // absent in checkpoints from before the global cursor
+    MM_CHECK(json["done"].is_array(), where, ".done: expected an array of positions");
+    int64_t previous = s.cursor;
+    for (const auto& d : json["done"]) {
+      MM_CHECK(d.is_number_integer() && d.get<int64_t>() > previous, where, ".done: expected increasing positions "
+               "after cursor ", s.cursor, ", got ", d.dump());
+      previous = d.get<int64_t>();
+      s.done.push_back(previous);
+    }
+  }
   return s;
 }
 
@@ -53,7 +64,23 @@ int64_t Sampler::size_per_rank() const {
   return (n + options_.world - 1) / options_.world;
 }
 
-std::vector<int64_t> Sampler::order(int64_t epoch) const {
+std::vector<int64_t> Sampler::order(int64_t epoch) const { return order(SamplerState{epoch, 0, {}}); }
+
+std::vector<int64_t> Sampler::order(const SamplerState& from) const {
+  const std::vector<int64_t> all = global_order(from.epoch);
+  std::vector<int64_t> mine;
+  for (const int64_t position : rank_positions(dataset_size(), from, options_.rank, options_.world, EpochRemainder::wrap))
+    mine.push_back(all[static_cast<size_t>(position)]);
+  return mine;
+}
+
+SamplerState Sampler::after_taking(const SamplerState& from, const std::vector<int64_t>& taken) const {
+  MM_CHECK(static_cast<int64_t>(taken.size()) == options_.world, "sampler: ", taken.size(), " rank counts for ",
+           options_.world, " ranks");
+  return mm::after_taking(dataset_size(), from, taken, EpochRemainder::wrap);
+}
+
+std::vector<int64_t> Sampler::global_order(int64_t epoch) const {
   MM_CHECK(epoch >= 0, "sampler: negative epoch ", epoch);
   std::vector<int64_t> all(lengths_.size());
   std::iota(all.begin(), all.end(), 0);
@@ -72,15 +99,7 @@ std::vector<int64_t> Sampler::order(int64_t epoch) const {
       std::stable_sort(first, last, [&](int64_t a, int64_t b) { return lengths_[a] > lengths_[b]; });
     }
   }
-  const int64_t per_rank = size_per_rank();
-  std::vector<int64_t> mine;
-  mine.reserve(per_rank);
-  if (all.empty()) return mine;
-  for (int64_t k = 0; k < per_rank; ++k) {
-    const int64_t pos = k * options_.world + options_.rank;
-    mine.push_back(all[pos % static_cast<int64_t>(all.size())]);
-  }
-  return mine;
+  return all;
 }
 
 }  // namespace mm

@@ -329,54 +329,11 @@ const char* text_video_skip_name(TextVideoSkip reason) {
   return "unknown";
 }
 
-TextVideoSkips::TextVideoSkips(const TextVideoSkips& other) {
-  std::lock_guard<std::mutex> lock(other.mutex_);
-  counts_ = other.counts_;
-}
-
-TextVideoSkips& TextVideoSkips::operator=(const TextVideoSkips& other) {
-  if (this == &other) return *this;
-  std::array<int64_t, kNumTextVideoSkips> copy;
-  {
-    std::lock_guard<std::mutex> lock(other.mutex_);
-    copy = other.counts_;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  counts_ = copy;
-  return *this;
-}
-
-void TextVideoSkips::add(TextVideoSkip reason, const std::string& message) {
-  int64_t before = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (int64_t c : counts_) before += c;
-    ++counts_[static_cast<int>(reason)];
-  }
-  if (before < kLoggedMessages)
-    log::warn("skipping sample (", text_video_skip_name(reason), "): ", message,
-              before + 1 == kLoggedMessages ? " (further skips are only counted)" : "");
-}
-
-int64_t TextVideoSkips::count(TextVideoSkip reason) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return counts_[static_cast<int>(reason)];
-}
-
-int64_t TextVideoSkips::total() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  int64_t total = 0;
-  for (int64_t c : counts_) total += c;
-  return total;
-}
-
-nlohmann::json TextVideoSkips::to_json() const {
-  nlohmann::json j = nlohmann::json::object();
-  for (int r = 0; r < kNumTextVideoSkips; ++r)
-    j[text_video_skip_name(static_cast<TextVideoSkip>(r))] = count(static_cast<TextVideoSkip>(r));
-  j["total"] = total();
-  return j;
-}
+TextVideoSkips::TextVideoSkips() : SkipTally([] {
+  std::vector<std::string> names;
+  for (int r = 0; r < kNumTextVideoSkips; ++r) names.emplace_back(text_video_skip_name(static_cast<TextVideoSkip>(r)));
+  return names;
+}()) {}
 
 TextVideoDataset TextVideoDataset::open(const TextVideoDataConfig& config) {
   config.validate();
@@ -419,7 +376,7 @@ TextVideoDataset TextVideoDataset::open(const TextVideoDataConfig& config) {
     }
     if (p.error) {
       if (fail_fast) throw *p.error;
-      ds.skips_.add(p.error->reason(), p.error->what());
+      ds.skips_.add(p.error->reason(), static_cast<int64_t>(i), p.error->what());  // the record's line
       continue;
     }
     ds.records_.push_back(std::move(p.record));
@@ -517,7 +474,7 @@ std::optional<TextVideoBatch> TextVideoBatches::next() {
     std::vector<std::optional<TextVideoSample>> loaded(n);
     std::vector<std::optional<TextVideoError>> errors(n);
     std::vector<std::exception_ptr> failures(n);
-    const uint64_t epoch = static_cast<uint64_t>(sampler_.state().epoch);
+    const uint64_t epoch = static_cast<uint64_t>(sampler_.epoch());
     parallel_indices(n, dataset_.config().num_workers, [&](int64_t k) {
       // One crop per (seed, epoch, sample): resumed runs crop exactly as uninterrupted ones.
       const uint64_t index = static_cast<uint64_t>((*batch)[k]);
@@ -535,7 +492,7 @@ std::optional<TextVideoBatch> TextVideoBatches::next() {
       if (failures[k]) std::rethrow_exception(failures[k]);
       if (errors[k]) {
         if (fail_fast) throw *errors[k];
-        skips_.add(errors[k]->reason(), errors[k]->what());
+        skips_.add(errors[k]->reason(), (*batch)[k], errors[k]->what());
         continue;
       }
       samples.push_back(std::move(*loaded[k]));

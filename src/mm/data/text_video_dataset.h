@@ -23,6 +23,7 @@
 
 #include "mm/core/error.h"
 #include "mm/data/bucket_sampler.h"
+#include "mm/data/skip_tally.h"
 #include "mm/data/video_buckets.h"
 
 namespace YAML {
@@ -88,22 +89,15 @@ class TextVideoError : public Error {
   TextVideoSkip reason_;
 };
 
-// Per-reason counts; the first kLoggedMessages skips are logged with log::warn. Thread-safe.
-class TextVideoSkips {
+// The bad records per reason (skip_tally.h: each counted once, however often met). Thread-safe.
+class TextVideoSkips : public SkipTally {
  public:
-  static constexpr int kLoggedMessages = 5;
-  TextVideoSkips() = default;
-  TextVideoSkips(const TextVideoSkips& other);
-  TextVideoSkips& operator=(const TextVideoSkips& other);
-
-  void add(TextVideoSkip reason, const std::string& message);
-  int64_t count(TextVideoSkip reason) const;
-  int64_t total() const;
-  nlohmann::json to_json() const;  // {"malformed_record": n, ..., "total": n}
-
- private:
-  mutable std::mutex mutex_;
-  std::array<int64_t, kNumTextVideoSkips> counts_{};
+  TextVideoSkips();
+  // `record`: the record's line index while opening, its dataset index when loading.
+  void add(TextVideoSkip reason, int64_t record, const std::string& message) {
+    SkipTally::add(static_cast<int>(reason), record, message);
+  }
+  int64_t count(TextVideoSkip reason) const { return SkipTally::count(static_cast<int>(reason)); }
 };
 
 // One usable record, with its probe and bucket.
@@ -170,15 +164,17 @@ TextVideoBatch collate_text_video(std::vector<TextVideoSample> samples);
 // on_error: fail); the batch keeps the others, and a batch that loses all is passed over.
 class TextVideoBatches {
  public:
-  // The dataset must outlive this. `start`: a state from state_after_last_batch, or {}.
+  // The dataset must outlive this. `start`: a global data position (as sampler().after_taking
+  // gives for a checkpoint), or {}.
   TextVideoBatches(const TextVideoDataset& dataset, BucketBatchSampler sampler, SamplerState start = {});
 
   std::optional<TextVideoBatch> next();  // nullopt at the end of the epoch
   void start_epoch() { sampler_.start_epoch(); }
   void start_epoch(int64_t epoch) { sampler_.start_epoch(epoch); }
-  SamplerState state_after_last_batch() const { return sampler_.state(); }
   const TextVideoSkips& skips() const { return skips_; }  // load-time skips
+  TextVideoSkips& skips() { return skips_; }
   const BucketBatchSampler& sampler() const { return sampler_; }
+  BucketBatchSampler& sampler() { return sampler_; }
 
  private:
   const TextVideoDataset& dataset_;

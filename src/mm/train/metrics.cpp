@@ -13,6 +13,7 @@
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
 #include "mm/core/safetensors.h"
+#include "mm/train/step_jsonl.h"
 #include "mm/train/tensorboard_writer.h"
 
 namespace mm {
@@ -29,22 +30,6 @@ std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
-}
-
-// Keeps the lines of an earlier run up to `last_step` (complete JSON lines with a step field).
-std::string kept_lines(const fs::path& path, int64_t last_step) {
-  std::ifstream in(path);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    try {
-      const auto j = nlohmann::json::parse(line);
-      if (j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= last_step)
-        kept += line + "\n";
-    } catch (const nlohmann::json::exception&) {
-      // A line torn by the crash that made this a resume.
-    }
-  }
-  return kept;
 }
 
 }  // namespace
@@ -77,14 +62,10 @@ MetricsLogger::MetricsLogger(MetricsOptions options)
   } catch (const std::exception&) {
     fail("metrics: device '", options_.device, "' is not a device name (cpu, cuda, cuda:0 ...)");
   }
+  MM_CHECK(options_.log_every >= 1, "metrics: log_every must be at least 1, got ", options_.log_every);
   if (options_.write_files) {
     fs::create_directories(options_.output_dir);
-    const fs::path path = jsonl_path();
-    std::string previous;
-    if (options_.resume_from_step && fs::exists(path)) previous = kept_lines(path, *options_.resume_from_step);
-    write_file_atomic(path, previous);
-    jsonl_.open(path, std::ios::app);
-    MM_CHECK(jsonl_.good(), "cannot open ", path.string(), " for appending");
+    jsonl_ = std::make_unique<StepJsonl>(jsonl_path(), options_.resume_from_step);
     if (options_.tensorboard)
       tensorboard_ = std::make_unique<TensorBoardWriter>(options_.output_dir / "tensorboard");
   }
@@ -127,12 +108,12 @@ nlohmann::json MetricsLogger::log_step(const StepMetrics& m) {
        << fmt("%.2f", m.samples_per_s) << " samples/s | mem " << human_bytes(memory);
   for (const auto& [k, v] : m.extra) line << " | " << k << " " << fmt("%.6g", v);
   progress_->update(m.step);
-  log::info(line.str());  // printed above the bar, which the logger redraws
+  // The first step of this process, every log_every-th and the last: printed above the bar,
+  // which the logger redraws.
+  if (steps_ == 1 || m.step % options_.log_every == 0 || m.step == options_.total_steps) log::info(line.str());
 
   if (options_.write_files) {
-    jsonl_ << record.dump() << "\n";
-    jsonl_.flush();
-    MM_CHECK(jsonl_.good(), "cannot write ", jsonl_path().string());
+    jsonl_->append(record);
     if (tensorboard_) {
       tensorboard_->add_scalar("train/loss", m.loss, m.step);
       tensorboard_->add_scalar("train/lr", m.lr, m.step);
@@ -174,8 +155,7 @@ RunSummary MetricsLogger::finish() {
   for (const auto& [k, v] : s.counters) line << " | " << k << " " << v;
   log::info(line.str());
   if (options_.write_files) {
-    jsonl_ << nlohmann::json{{"summary", s.to_json()}}.dump() << "\n";
-    jsonl_.flush();
+    jsonl_->append(nlohmann::json{{"summary", s.to_json()}});
     if (tensorboard_) tensorboard_->flush();
   }
   return s;

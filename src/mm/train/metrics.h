@@ -16,6 +16,7 @@
 namespace mm {
 
 class ProgressBar;
+class StepJsonl;
 class TensorBoardWriter;
 
 struct StepMetrics {
@@ -36,6 +37,7 @@ struct MetricsOptions {
   bool tensorboard = true;
   std::optional<bool> progress_bar = std::nullopt;  // nullopt: when stderr is a terminal
   std::string device = "cpu";        // whose peak memory is measured ("cuda:0" ...)
+  int64_t log_every = 1;             // the stderr line every N steps, the first and the last
 };
 
 struct RunSummary {
@@ -71,7 +73,7 @@ class MetricsLogger {
 
  private:
   MetricsOptions options_;
-  std::ofstream jsonl_;
+  std::unique_ptr<StepJsonl> jsonl_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::unique_ptr<ProgressBar> progress_;
   std::chrono::steady_clock::time_point start_;

@@ -65,6 +65,9 @@ void read_output_section(const YAML::Node& root, const std::string& file, TrainC
   output.read("keep_last", out.keep_last);
   output.read("tensorboard", out.tensorboard);
   output.read("resume", out.resume);
+  output.read("log_every", out.log_every);
+  output.read("sample_log", out.sample_log);
+  output.check(out.log_every >= 1, "log_every", "must be at least 1");
   output.check(out.save_every >= 0, "save_every", "must not be negative");
   output.check(out.keep_last >= 1, "keep_last", "must be at least 1");
   output.finish();

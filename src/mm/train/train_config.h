@@ -82,6 +82,8 @@ struct TrainConfig {
     int keep_last = 2;
     bool tensorboard = true;
     std::string resume = "auto";  // auto (latest checkpoint in dir, if any) | none | a checkpoint path
+    int64_t log_every = 1;    // the step line on stderr every N steps (and the last); metrics.jsonl has every step
+    bool sample_log = false;  // each rank writes samples/rank-<r>.jsonl: the dataset indices of every step
   } output;
 
   // Data parallelism when launched as several processes (mmtrain launch, torchrun, Slurm); ignored

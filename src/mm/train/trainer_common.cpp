@@ -83,18 +83,44 @@ TrainSummary finished_run_summary(const std::filesystem::path& output_dir, int64
   return summary;
 }
 
-nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine) {
-  const int64_t world = mesh.world_size();
-  auto positions = torch::zeros({world, 2}, torch::kFloat64);
-  positions[mesh.rank()][0] = static_cast<double>(mine.epoch);
-  positions[mesh.rank()][1] = static_cast<double>(mine.cursor);
-  mesh.all_reduce_sum(positions);
-  nlohmann::json out = nlohmann::json::array();
-  for (int64_t r = 0; r < world; ++r)
-    out.push_back(SamplerState{static_cast<int64_t>(positions[r][0].item<double>()),
-                               static_cast<int64_t>(positions[r][1].item<double>())}
-                      .to_json());
+std::vector<int64_t> every_rank_value(const parallel::DeviceMesh& mesh, int64_t mine) {
+  auto values = torch::zeros({mesh.world_size()}, torch::kFloat64);  // exact for counts below 2^53
+  values[mesh.rank()] = static_cast<double>(mine);
+  mesh.all_reduce_sum(values);
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < mesh.world_size(); ++r) out.push_back(static_cast<int64_t>(values[r].item<double>()));
   return out;
+}
+
+SkipTally every_rank_skips(const parallel::DeviceMesh& mesh, const SkipTally& mine) {
+  SkipTally all = mine;
+  if (mesh.world_size() == 1) return all;
+  // Every rank's (reason, record) pairs, gathered through one summed buffer with a slot per rank.
+  const auto& names = mine.reason_names();
+  const nlohmann::json own = mine.records_json();
+  std::vector<double> pairs;
+  for (size_t r = 0; r < names.size(); ++r)
+    for (const auto& record : own.at(names[r])) {
+      pairs.push_back(static_cast<double>(r));
+      pairs.push_back(static_cast<double>(record.get<int64_t>()));
+    }
+  const auto sizes = every_rank_value(mesh, static_cast<int64_t>(pairs.size()));
+  int64_t offset = 0, total = 0;
+  for (int64_t r = 0; r < mesh.world_size(); ++r) {
+    if (r < mesh.rank()) offset += sizes[static_cast<size_t>(r)];
+    total += sizes[static_cast<size_t>(r)];
+  }
+  if (total == 0) return all;
+  auto buffer = torch::zeros({total}, torch::kFloat64);
+  if (!pairs.empty())
+    buffer.narrow(0, offset, static_cast<int64_t>(pairs.size())).copy_(torch::tensor(pairs, torch::kFloat64));
+  mesh.all_reduce_sum(buffer);
+  nlohmann::json gathered = nlohmann::json::object();
+  const auto values = buffer.accessor<double, 1>();
+  for (int64_t i = 0; i + 1 < total; i += 2)
+    gathered[names.at(static_cast<size_t>(values[i]))].push_back(static_cast<int64_t>(values[i + 1]));
+  all.merge_records(gathered, "skipped records of every rank");
+  return all;
 }
 
 std::filesystem::path save_sharded_checkpoint(const std::filesystem::path& checkpoints_dir, int64_t step,

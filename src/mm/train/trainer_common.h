@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "mm/data/sampler.h"
+#include "mm/data/skip_tally.h"
 #include "mm/dist/process_group.h"
 #include "mm/parallel/device_mesh.h"
 #include "mm/parallel/fully_shard.h"
@@ -44,8 +45,13 @@ bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t tota
 TrainSummary finished_run_summary(const std::filesystem::path& output_dir, int64_t step, int64_t total_steps,
                                   const parallel::DeviceMesh& mesh);
 
-// Every rank's sampler position, on every rank (collective), for trainer_state.json's data_ranks.
-nlohmann::json all_data_positions(const parallel::DeviceMesh& mesh, const SamplerState& mine);
+// Every rank's `mine`, indexed by rank, on every rank (collective): each rank's count of taken
+// data positions, from which the global one in trainer_state.json's "data" follows.
+std::vector<int64_t> every_rank_value(const parallel::DeviceMesh& mesh, int64_t mine);
+
+// The union of every rank's skipped records (collective): a bad record met by two ranks in two
+// epochs counts once.
+SkipTally every_rank_skips(const parallel::DeviceMesh& mesh, const SkipTally& mine);
 
 // Writes this rank's part of a sharded checkpoint: `checkpoint` holds the RNG, state and extra
 // files; the model and optimizer slices come from `parallel` (buffers whole, in slice 0's file).

@@ -25,6 +25,7 @@
 #include "mm/train/grad_clip.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/metrics.h"
+#include "mm/train/sample_log.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
 #include "mm/train/trainer_common.h"
@@ -74,7 +75,8 @@ class VideoRun {
   void resume_from(const fs::path& dir);
   void save(int64_t step);
   void export_final(const fs::path& out);
-  nlohmann::json skipped_json() const;
+  nlohmann::json skipped_json(const SkipTally& at_load) const;
+  SkipTally load_skips() const;  // every rank's clips skipped while loading; collective
   bool is_main() const { return mesh_->is_main(); }
 
   const VideoTrainConfig& config_;
@@ -90,7 +92,8 @@ class VideoRun {
   std::unique_ptr<TextVideoBatches> clip_batches_;
   std::unique_ptr<VideoFeatures> features_;
   std::unique_ptr<BucketBatchSampler> feature_batches_;
-  SamplerState data_state_;
+  BucketBatchSampler& batch_sampler();  // the features' or the clips' (one of them is used)
+  SamplerState data_position();          // global, after every rank's batches so far; collective
 
   std::optional<dist::Rendezvous> job_;
   std::unique_ptr<parallel::DeviceMesh> mesh_;
@@ -184,34 +187,39 @@ LatentBatch VideoRun::encode(const TextVideoBatch& batch) {
   return out;
 }
 
+BucketBatchSampler& VideoRun::batch_sampler() { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
+
+SamplerState VideoRun::data_position() {
+  return batch_sampler().after_taking(every_rank_value(*mesh_, batch_sampler().taken()));
+}
+
 // The next micro-batch, moving to the next epoch at the end of one; false when the configured
 // epochs are done (never in max_steps mode).
 bool VideoRun::next_micro_batch(LatentBatch& out) {
   for (int attempts = 0; attempts < 2; ++attempts) {
     if (features_) {
       if (auto indices = feature_batches_->next()) {
-        data_state_ = feature_batches_->state();
         std::vector<at::Tensor> latents, text;
         for (const auto i : *indices) {
           latents.push_back(features_->latents(i));
           text.push_back(features_->text(i));
         }
-        out = {at::stack(latents), at::stack(text), static_cast<int64_t>(indices->size()), data_state_.epoch, *indices};
+        out = {at::stack(latents), at::stack(text), static_cast<int64_t>(indices->size()), feature_batches_->epoch(),
+               *indices};
         return true;
       }
     } else if (auto batch = clip_batches_->next()) {
-      data_state_ = clip_batches_->state_after_last_batch();
       out = encode(*batch);
-      out.epoch = data_state_.epoch;
+      out.epoch = clip_batches_->sampler().epoch();
       out.indices = batch->indices;
       return true;
     }
-    data_state_ = SamplerState{data_state_.epoch + 1, 0};
-    if (config_.train.max_steps == 0 && data_state_.epoch >= config_.train.epochs) return false;
-    if (features_)
-      feature_batches_->start_epoch(data_state_.epoch);
-    else
-      clip_batches_->start_epoch(data_state_.epoch);
+    const int64_t epoch = batch_sampler().epoch() + 1;
+    if (config_.train.max_steps == 0 && epoch >= config_.train.epochs) {
+      batch_sampler().start_epoch(epoch);  // so that the saved position says the epochs are done
+      return false;
+    }
+    batch_sampler().start_epoch(epoch);
   }
   fail("data: an epoch produced no usable batch (see the skipped-sample counts)");
 }
@@ -301,23 +309,27 @@ void VideoRun::resume_from(const fs::path& dir) {
   const std::string where = (dir / "trainer_state.json").string();
   const JsonView state(loaded.state, where);
   step_ = state.get<int64_t>("step");
-  const auto saved = saved_data_positions(loaded.state, where);
-  data_state_ = split_data_positions(saved, mesh_->world_size(), where)[static_cast<size_t>(mesh_->rank())];
+  const SamplerState position = saved_data_position(loaded.state, where);
   if (features_)
-    feature_batches_->restore(data_state_);
+    feature_batches_->restore(position);
   else
-    clip_batches_ = std::make_unique<TextVideoBatches>(*clips_, clip_batches_->sampler(), data_state_);
+    clip_batches_ = std::make_unique<TextVideoBatches>(*clips_, clip_batches_->sampler(), position);
+  // Clips the run before skipped while loading stay counted once (a checkpoint from before
+  // records were kept has none).
+  if (clip_batches_ && loaded.state.contains("skipped_records"))
+    clip_batches_->skips().merge_records(loaded.state.at("skipped_records"), where + ": skipped_records");
   log::info("resumed from ", dir.string(), " at step ", step_);
 }
 
 void VideoRun::save(int64_t step) {
   TrainingCheckpoint ckpt;
   ckpt.rng = capture_rng_state().to_tensors();
+  const SkipTally load_skips = this->load_skips();
   ckpt.state = {{"step", step},
-                {"data", data_state_.to_json()},
-                {"data_ranks", all_data_positions(*mesh_, data_state_)},
+                {"data", data_position().to_json()},
                 {"world_size", mesh_->world_size()},
-                {"skipped", skipped_json()},
+                {"skipped", skipped_json(load_skips)},
+                {"skipped_records", load_skips.records_json()},
                 {"task", "text_to_video"},
                 {"run_config", YAML::Dump(config_.source)}};
   ckpt.extra_files.emplace_back("config.json", config_.model.path / "transformer" / "config.json");
@@ -394,12 +406,17 @@ void VideoRun::export_final(const fs::path& out) {
   fs::rename(tmp, out);
 }
 
-nlohmann::json VideoRun::skipped_json() const {
+SkipTally VideoRun::load_skips() const {
+  return every_rank_skips(*mesh_, clip_batches_ ? clip_batches_->skips() : TextVideoSkips());
+}
+
+// Records skipped while opening (every rank opens the same data: rank 0's count is the run's)
+// and clips skipped while loading (every rank's, each counted once).
+nlohmann::json VideoRun::skipped_json(const SkipTally& at_load) const {
   nlohmann::json counts = features_ ? nlohmann::json::object() : clips_->skips().to_json();
-  if (clip_batches_) {
-    const auto at_load = clip_batches_->skips().to_json();
-    for (const auto& [reason, n] : at_load.items()) counts[reason] = counts.value(reason, int64_t{0}) + n.get<int64_t>();
-  }
+  const nlohmann::json loaded = at_load.to_json();  // named: items() only refers to it
+  for (const auto& [reason, n] : loaded.items())
+    counts[reason] = counts.value(reason, int64_t{0}) + n.get<int64_t>();
   return counts;
 }
 
@@ -417,7 +434,7 @@ TrainSummary VideoRun::execute() {
                                                                    : std::optional<fs::path>(config_.output.resume);
     if (from) resume_from(*from);
   }
-  if (step_ > 0 && run_is_finished(config_.train, step_, steps, data_state_))
+  if (step_ > 0 && run_is_finished(config_.train, step_, steps, batch_sampler().start()))
     return finished_run_summary(output_, step_, steps, *mesh_);
   if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
   MetricsOptions metrics_options;
@@ -426,7 +443,11 @@ TrainSummary VideoRun::execute() {
   if (step_ > 0) metrics_options.resume_from_step = step_;
   metrics_options.tensorboard = config_.output.tensorboard;
   metrics_options.write_files = is_main();
+  metrics_options.log_every = config_.output.log_every;
   MetricsLogger metrics(metrics_options);
+  std::optional<SampleLog> sample_log;
+  if (config_.output.sample_log)
+    sample_log.emplace(output_, mesh_->rank(), step_ > 0 ? std::optional<int64_t>(step_) : std::nullopt);
   log::info("training for ", steps, " steps (", config_.train.grad_accum, " x ", config_.train.micro_batch_size,
             " clips per step and rank)");
   double last_loss = 0;
@@ -466,6 +487,11 @@ TrainSummary VideoRun::execute() {
     record.samples_per_s = static_cast<double>(samples) / seconds;
     if (parallel_) record.extra["collective_wait_s"] = parallel_->take_wait_seconds();
     metrics.log_step(record);
+    if (sample_log) {
+      std::vector<SampleLog::MicroBatch> taken;
+      for (const auto& b : micro) taken.push_back({b.epoch, b.indices});
+      sample_log->record(step_, taken);
+    }
     if (config_.output.save_every > 0 && step_ % config_.output.save_every == 0 && step_ < steps) save(step_);
   }
   save(step_);
@@ -482,7 +508,7 @@ TrainSummary VideoRun::execute() {
     export_final(summary.final_model);
     log::info("final model (diffusers Wan pipeline) in ", summary.final_model.string());
   }
-  const auto skipped = skipped_json();
+  const auto skipped = skipped_json(load_skips());
   for (const auto& [reason, count] : skipped.items())
     if (reason == "total" || count.get<int64_t>() > 0) metrics.add_count("skipped_samples." + reason, count.get<int64_t>());
   metrics.finish();

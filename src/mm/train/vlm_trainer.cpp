@@ -27,6 +27,7 @@
 #include "mm/train/lora.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/metrics.h"
+#include "mm/train/sample_log.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
 #include "mm/train/trainer_common.h"
@@ -93,6 +94,7 @@ class Run {
   int64_t estimate_total_steps() const;
   std::unique_ptr<DataLoader> make_loader(const SamplerState& state) const;
   bool next_micro_batch(TrainBatch& out);
+  SamplerState data_position() const;  // collective
   void resume_from(const fs::path& dir);
   void save(int64_t step);
   void log_state_bytes(MetricsLogger& metrics) const;
@@ -109,14 +111,16 @@ class Run {
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<AdamW> optimizer_;
   std::vector<at::Tensor> params_;
-  nlohmann::json skipped_json() const;
+  SkipTally all_skips() const;  // every rank's skipped records and the run's before a resume; collective
+  nlohmann::json skipped_json(const SkipTally& all) const;
 
   std::optional<dist::Rendezvous> job_;
   std::unique_ptr<parallel::DeviceMesh> mesh_;
   std::unique_ptr<parallel::FullyShardedModel> parallel_;  // when more than one process
 
-  SamplerState data_state_;      // where the next micro-batch starts
-  nlohmann::json prior_skips_;   // skip counts of the run before a resume
+  SamplerState data_start_;      // global data position the current loader began at
+  nlohmann::json prior_skip_records_;  // records the run before a resume skipped
+  nlohmann::json prior_skip_counts_;   // its counts, from a checkpoint that kept no records
   int64_t step_ = 0;
 };
 
@@ -215,18 +219,29 @@ int64_t Run::estimate_total_steps() const {
 // The next micro-batch, moving to the next epoch at the end of one; false when the configured
 // epochs are done (never in max_steps mode).
 bool Run::next_micro_batch(TrainBatch& out) {
-  if (!loader_) loader_ = make_loader(data_state_);
+  if (!loader_) {
+    loader_ = make_loader(data_start_);
+    // Records skipped before a resume are known: met again, they are neither counted nor logged.
+    if (prior_skip_records_.is_object())
+      loader_->skips().merge_records(prior_skip_records_, "trainer_state.json: skipped_records");
+  }
   for (int attempts = 0; attempts < 2; ++attempts) {
     if (auto batch = loader_->next()) {
-      data_state_ = loader_->state_after_last_batch();
       out = std::move(*batch);
       return true;
     }
-    data_state_ = SamplerState{data_state_.epoch + 1, 0};
-    if (config_.train.max_steps == 0 && data_state_.epoch >= config_.train.epochs) return false;
-    loader_->start_epoch(data_state_.epoch);
+    data_start_ = SamplerState{data_start_.epoch + 1, 0, {}};
+    loader_->start_epoch(data_start_.epoch);  // also when the run ends: the saved position is then this one
+    if (config_.train.max_steps == 0 && data_start_.epoch >= config_.train.epochs) return false;
   }
   fail("data.train: ", config_.data.train.string(), ": an epoch produced no usable batch (see the skipped-sample counts)");
+}
+
+// The global data position after the micro-batches every rank has taken: what a resumed run on
+// any number of processes continues from.
+SamplerState Run::data_position() const {
+  const int64_t mine = loader_ ? loader_->taken_after_last_batch() : 0;
+  return sampler_->after_taking(data_start_, every_rank_value(*mesh_, mine));
 }
 
 // Any checkpoint of this run, saved by any number of processes, onto the current layout.
@@ -243,11 +258,11 @@ void Run::resume_from(const fs::path& dir) {
   const std::string where = (dir / "trainer_state.json").string();
   const JsonView state(loaded.state, where);
   step_ = state.get<int64_t>("step");
-  const auto saved = saved_data_positions(loaded.state, where);
-  MM_CHECK(static_cast<int64_t>(saved.size()) == loaded.saved_world_size, where, ": data_ranks has ", saved.size(),
-           " entries for ", loaded.saved_world_size, " ranks");
-  data_state_ = split_data_positions(saved, mesh_->world_size(), where)[static_cast<size_t>(mesh_->rank())];
-  prior_skips_ = loaded.state.at("skipped");
+  data_start_ = saved_data_position(loaded.state, where);  // the first micro-batch's loader starts there
+  if (loaded.state.contains("skipped_records"))
+    prior_skip_records_ = loaded.state.at("skipped_records");
+  else
+    prior_skip_counts_ = loaded.state.at("skipped");
   log::info("resumed from ", dir.string(), " at step ", step_,
             loaded.saved_world_size != mesh_->world_size()
                 ? str_cat(" (saved by ", loaded.saved_world_size, " processes, resharded onto ", mesh_->world_size(), ")")
@@ -257,8 +272,10 @@ void Run::resume_from(const fs::path& dir) {
 void Run::save(int64_t step) {
   TrainingCheckpoint ckpt;
   ckpt.rng = capture_rng_state().to_tensors();
-  ckpt.state = {{"step", step}, {"data", data_state_.to_json()}, {"data_ranks", all_data_positions(*mesh_, data_state_)},
-                {"world_size", mesh_->world_size()}, {"skipped", skipped_json()},
+  const SkipTally skips = all_skips();
+  ckpt.state = {{"step", step}, {"data", data_position().to_json()},
+                {"world_size", mesh_->world_size()}, {"skipped", skipped_json(skips)},
+                {"skipped_records", skips.records_json()},
                 {"lora", config_.lora_enabled ? nlohmann::json{{"rank", config_.lora.rank},
                                                              {"alpha", config_.lora.alpha},
                                                              {"dropout", config_.lora.dropout},
@@ -306,18 +323,17 @@ void Run::log_state_bytes(MetricsLogger& metrics) const {
 }
 
 // Skipped samples by reason over the whole run (all ranks), resumes included. Collective.
-nlohmann::json Run::skipped_json() const {
-  nlohmann::json counts = loader_ ? loader_->skips().to_json() : SkipCounts().to_json();
-  if (mesh_->world_size() > 1) {  // every rank has the same reasons, in the same (sorted) order
-    std::vector<double> values;
-    for (const auto& [_, count] : counts.items()) values.push_back(static_cast<double>(count.get<int64_t>()));
-    auto summed = torch::tensor(values, torch::kFloat64);
-    mesh_->all_reduce_sum(summed);
-    size_t i = 0;
-    for (auto& [_, count] : counts.items()) count = static_cast<int64_t>(summed[static_cast<int64_t>(i++)].item<double>());
-  }
-  if (prior_skips_.is_object())
-    for (const auto& [reason, count] : prior_skips_.items())
+SkipTally Run::all_skips() const {
+  SkipCounts mine;
+  if (loader_) mine = loader_->skips();
+  if (prior_skip_records_.is_object()) mine.merge_records(prior_skip_records_, "trainer_state.json: skipped_records");
+  return every_rank_skips(*mesh_, mine);
+}
+
+nlohmann::json Run::skipped_json(const SkipTally& all) const {
+  nlohmann::json counts = all.to_json();
+  if (prior_skip_counts_.is_object())  // a checkpoint from before records were kept: its events add up
+    for (const auto& [reason, count] : prior_skip_counts_.items())
       counts[reason] = counts.value(reason, int64_t{0}) + count.get<int64_t>();
   return counts;
 }
@@ -342,7 +358,7 @@ TrainSummary Run::execute() {
       from = fs::path(config_.output.resume);
     if (from) resume_from(*from);
   }
-  if (step_ > 0 && run_is_finished(config_.train, step_, total_steps, data_state_))
+  if (step_ > 0 && run_is_finished(config_.train, step_, total_steps, data_start_))
     return finished_run_summary(output_, step_, total_steps, *mesh_);
   if (is_main()) write_file_atomic(output_ / "run_config.yaml", YAML::Dump(config_.source) + "\n");
 
@@ -352,7 +368,11 @@ TrainSummary Run::execute() {
   if (step_ > 0) metrics_options.resume_from_step = step_;
   metrics_options.tensorboard = config_.output.tensorboard;
   metrics_options.write_files = is_main();
+  metrics_options.log_every = config_.output.log_every;
   MetricsLogger metrics(metrics_options);
+  std::optional<SampleLog> sample_log;
+  if (config_.output.sample_log)
+    sample_log.emplace(output_, mesh_->rank(), step_ > 0 ? std::optional<int64_t>(step_) : std::nullopt);
   StepOptions step_options;
   step_options.data_parallel = parallel_.get();
   step_options.bf16_autocast = config_.train.precision == "bf16";
@@ -371,12 +391,14 @@ TrainSummary Run::execute() {
   while (step_ < total_steps && !data_done) {
     const auto start = Clock::now();
     std::vector<TrainBatch> micro;
+    std::vector<SampleLog::MicroBatch> taken;
     for (int64_t i = 0; i < config_.train.grad_accum; ++i) {
       TrainBatch batch;
       if (!next_micro_batch(batch)) {
         data_done = true;
         break;
       }
+      taken.push_back({loader_->epoch(), batch.sample_indices});
       micro.push_back(std::move(batch));
     }
     if (!every_rank_has(*mesh_, micro.size(), config_.train.grad_accum)) {
@@ -400,6 +422,7 @@ TrainSummary Run::execute() {
     if (parallel_) record.extra["collective_wait_s"] = result.collective_seconds;
     if (result.skipped) log::warn("step ", step_, ": gradient norm is not finite; the update was skipped");
     metrics.log_step(record);
+    if (sample_log) sample_log->record(step_, taken);
     if (step_ == kill_at_step) {
       log::warn("MM_FAULT_KILL_AT_STEP=", kill_at_step, ": killing this process (SIGKILL)");
       std::raise(SIGKILL);
@@ -419,7 +442,7 @@ TrainSummary Run::execute() {
     log::info("final model (Hugging Face format) in ", summary.final_model.string());
   }
 
-  const auto skipped = skipped_json();  // a named value: items() only refers to it
+  const auto skipped = skipped_json(all_skips());  // a named value: items() only refers to it
   for (const auto& [reason, count] : skipped.items())
     if (reason == "total" || count.get<int64_t>() > 0) metrics.add_count("skipped_samples." + reason, count.get<int64_t>());
   if (!config_.eval.data.empty() && is_main()) {
