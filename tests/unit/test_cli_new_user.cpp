@@ -12,9 +12,11 @@
 #include <thread>
 
 #include "mm/core/progress.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
+using mm::testing::read_file;
 using mm::testing::kMmtrain;
 using mm::testing::kSourceDir;
 using mm::testing::run_command;
@@ -22,13 +24,6 @@ using mm::testing::run_command;
 namespace {
 
 const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every file under `dir` with its bytes and modification time: equal snapshots, nothing written.
 std::map<std::string, std::pair<std::string, fs::file_time_type>> snapshot(const fs::path& dir) {

@@ -9,6 +9,7 @@
 #include "mm/core/json_config.h"
 #include "mm/models/common/linear.h"
 #include "mm/train/lora.h"
+#include "test_files.h"
 #include "testing.h"
 #include "tiny_qwen2_5_vl.h"
 
@@ -16,13 +17,6 @@ namespace mm::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(InitWeights, FollowsTransformersRules) {
   auto model = tiny_model(7);
@@ -125,7 +119,7 @@ TEST_F(HfExport, TransformersLoadsItAndAgrees) {
   export_hf(model, assets_, out);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "preprocessor_config.json",
                            "chat_template.jinja", "generation_config.json"})
-    EXPECT_EQ(read_all(out / name), read_all(assets_ / name)) << name;
+    EXPECT_EQ(read_file(out / name), read_file(assets_ / name)) << name;
   EXPECT_FALSE(fs::exists(out / "notes.txt"));
   const auto config = read_json_file(out / "config.json");
   EXPECT_EQ(config["model_type"], "qwen2_5_vl");

@@ -5,10 +5,12 @@
 #include "mm/core/progress.h"
 #include "mm/train/metrics.h"
 #include "mm/train/tensorboard_writer.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using mm::testing::read_jsonl;
 
 namespace {
 
@@ -25,14 +27,6 @@ json read_with_tensorboard(const fs::path& dir) {
     ADD_FAILURE() << "tensorboard_read.py printed: " << out;
     return json::object();
   }
-}
-
-std::vector<json> read_jsonl(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<json> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(json::parse(line));  // every line must parse
-  return lines;
 }
 
 TEST(TensorBoard, Crc32cIsCastagnoli) {

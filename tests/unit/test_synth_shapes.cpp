@@ -14,9 +14,13 @@
 #include "mm/data/synth_shapes.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 #include "mm/tokenizer/chat_template.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
+using mm::testing::read_file;
+using mm::testing::read_jsonl;
+using mm::testing::file_tree;
 using mm::testing::kMmtrain;
 using mm::testing::kPython;
 using mm::testing::kSourceDir;
@@ -25,28 +29,6 @@ using mm::testing::run_command;
 namespace {
 
 const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> records;
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
-
-// Every regular file under dir, by relative path.
-std::map<std::string, std::string> tree(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_bytes(e.path());
-  return files;
-}
 
 std::pair<int, std::string> run_python(const fs::path& dir, const std::string& script, const std::string& args = "") {
   const fs::path file = dir / "snippet.py";
@@ -214,7 +196,7 @@ TEST(ShapesDataset, LabelsMatchThePixels) {
 TEST(ShapesDataset, NoImageRepeatsWithinOrAcrossSplits) {
   const auto& dir = small_dataset();
   std::set<std::string> seen;
-  for (const auto& [path, bytes] : tree(dir / "images")) {
+  for (const auto& [path, bytes] : file_tree(dir / "images")) {
     const auto pixels = mm::decode_image(dir / "images" / path);
     EXPECT_TRUE(seen.insert(std::string(static_cast<const char*>(pixels.data_ptr()), pixels.numel())).second)
         << path << " repeats an earlier image";
@@ -231,15 +213,15 @@ TEST(ShapesDataset, SameSeedSameBytesOtherSeedOtherImages) {
   o.seed = 42;
   mm::write_shapes_dataset(dir / "a", o);
   mm::write_shapes_dataset(dir / "b", o);
-  const auto a = tree(dir / "a");
+  const auto a = file_tree(dir / "a");
   EXPECT_EQ(a.size(), 12u + 8u + 3u);
-  EXPECT_EQ(a, tree(dir / "b"));
+  EXPECT_EQ(a, file_tree(dir / "b"));
   // Rewriting into an existing directory gives the same files again.
   mm::write_shapes_dataset(dir / "a", o);
-  EXPECT_EQ(a, tree(dir / "a"));
+  EXPECT_EQ(a, file_tree(dir / "a"));
   o.seed = 43;
   mm::write_shapes_dataset(dir / "c", o);
-  const auto c = tree(dir / "c");
+  const auto c = file_tree(dir / "c");
   EXPECT_NE(a.at("images/train/000000.png"), c.at("images/train/000000.png"));
   EXPECT_NE(a.at("train.jsonl"), c.at("train.jsonl"));
   EXPECT_EQ(mm::decode_image(dir / "c" / "images" / "test" / "000007.png").size(0), 84);
@@ -269,7 +251,7 @@ TEST(DataSynthCommand, WritesWhatTheLibraryWrites) {
   o.test = 6;
   o.seed = 5;
   mm::write_shapes_dataset(dir / "lib", o);
-  EXPECT_EQ(tree(dir / "cli"), tree(dir / "lib"));
+  EXPECT_EQ(file_tree(dir / "cli"), file_tree(dir / "lib"));
 }
 
 TEST(DataSynthCommand, ClearErrors) {
@@ -298,9 +280,9 @@ TEST(DataSynthCommand, ClearErrors) {
 
 // The committed template is what its script makes today (so it cannot drift from the script).
 TEST(TinyShapesTemplate, EqualsWhatTheScriptMakes) {
-  auto committed = tree(kTemplate);
+  auto committed = file_tree(kTemplate);
   committed.erase("README.md");
-  const auto fresh = tree(mm::testing::golden_dir("make_tiny_shapes_model"));
+  const auto fresh = file_tree(mm::testing::golden_dir("make_tiny_shapes_model"));
   ASSERT_FALSE(fresh.empty());
   EXPECT_EQ(committed.size(), fresh.size());
   for (const auto& [name, bytes] : fresh) {

@@ -12,35 +12,17 @@
 #include "mm/data/synth_shapes.h"
 #include "mm/data/synth_video.h"
 #include "mm/data/video_decode.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
+using mm::testing::read_file;
+using mm::testing::read_jsonl;
+using mm::testing::file_tree;
 using mm::testing::kMmtrain;
 using mm::testing::run_command;
 
 namespace {
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> records;
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
-
-// Every regular file under dir, by relative path.
-std::map<std::string, std::string> tree(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_bytes(e.path());
-  return files;
-}
 
 mm::VideoSynthOptions small_options() {
   mm::VideoSynthOptions o;
@@ -126,7 +108,7 @@ TEST(VideoDataset, WritesTheDocumentedLayout) {
     }
   }
   EXPECT_EQ(checked, 48);
-  EXPECT_EQ(tree(dir).size(), 48u + 3u);  // no temporary file is left
+  EXPECT_EQ(file_tree(dir).size(), 48u + 3u);  // no temporary file is left
   // ffprobe reads the first clip of each split as 9 frames of 64x48 H.264.
   for (const char* clip : {"videos/train/000000.mp4", "videos/test/000011.mp4"}) {
     auto [rc, out] = run_command("ffprobe -v error -count_frames -select_streams v:0 -show_entries "
@@ -237,15 +219,15 @@ TEST(VideoDataset, SameOptionsSameFilesOtherSeedOtherClips) {
   o.seed = 42;
   mm::write_video_dataset(dir / "a", o);
   mm::write_video_dataset(dir / "b", o);
-  const auto a = tree(dir / "a");
+  const auto a = file_tree(dir / "a");
   EXPECT_EQ(a.size(), 6u + 3u + 3u);
-  EXPECT_EQ(a, tree(dir / "b"));
+  EXPECT_EQ(a, file_tree(dir / "b"));
   // Rewriting into an existing directory gives the same files again.
   mm::write_video_dataset(dir / "a", o);
-  EXPECT_EQ(a, tree(dir / "a"));
+  EXPECT_EQ(a, file_tree(dir / "a"));
   o.seed = 43;
   mm::write_video_dataset(dir / "c", o);
-  const auto c = tree(dir / "c");
+  const auto c = file_tree(dir / "c");
   EXPECT_NE(a.at("videos/train/000000.mp4"), c.at("videos/train/000000.mp4"));
   EXPECT_NE(a.at("train.jsonl"), c.at("train.jsonl"));
   // No two clips of a split show the same thing.
@@ -308,7 +290,7 @@ TEST(DataSynthVideoCommand, WritesWhatTheLibraryWrites) {
   o.fps = 10;
   o.seed = 5;
   mm::write_video_dataset(dir / "lib", o);
-  EXPECT_EQ(tree(dir / "cli"), tree(dir / "lib"));
+  EXPECT_EQ(file_tree(dir / "cli"), file_tree(dir / "lib"));
   EXPECT_DOUBLE_EQ(mm::decode_video(dir / "cli" / "videos" / "test" / "000001.mp4").fps, 10.0);
 }
 

@@ -9,9 +9,11 @@
 #include "mm/data/image_decode.h"
 #include "mm/data/video_decode.h"
 #include "mm/data/video_encode.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
+using mm::testing::read_file;
 using mm::testing::run_command;
 
 namespace {
@@ -46,13 +48,6 @@ nlohmann::json ffprobe(const fs::path& path) {
 double mean_abs_error(const torch::Tensor& a, const torch::Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
   return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().mean().item<double>();
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -174,14 +169,14 @@ TEST(WriteVideo, SameFramesSameBytes) {
   const auto frames = test_frames(6, 32, 32);
   mm::write_video(dir / "a.mp4", frames);
   mm::write_video(dir / "b.mp4", frames);
-  EXPECT_EQ(read_bytes(dir / "a.mp4"), read_bytes(dir / "b.mp4"));
+  EXPECT_EQ(read_file(dir / "a.mp4"), read_file(dir / "b.mp4"));
   // Overwriting an existing file replaces it.
   mm::write_video(dir / "a.mp4", test_frames(3, 32, 32));
   EXPECT_EQ(ffprobe(dir / "a.mp4")["nb_read_frames"], "3");
   // A non-contiguous view and another device-independent layout give the same file.
   const auto transposed = frames.transpose(1, 2).contiguous().transpose(1, 2);
   mm::write_video(dir / "c.mp4", transposed);
-  EXPECT_EQ(read_bytes(dir / "b.mp4"), read_bytes(dir / "c.mp4"));
+  EXPECT_EQ(read_file(dir / "b.mp4"), read_file(dir / "c.mp4"));
 }
 
 TEST(WriteVideo, ErrorsNameThePathAndLeaveNoFile) {
