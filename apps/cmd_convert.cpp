@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "mm/checkpoint/checkpoint_convert.h"
+#include "mm/tasks/checkpoint_commands.h"
 
 namespace mm::cli {
 

@@ -12,6 +12,7 @@
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
 #include "mm/tasks/evaluation.h"
+#include "mm/tasks/vlm_chat.h"
 
 namespace mm::cli {
 namespace {

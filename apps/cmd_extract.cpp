@@ -8,10 +8,10 @@
 #include "mm/core/error.h"
 #include "mm/core/run_config.h"
 #include "mm/data/text_video_dataset.h"
-#include "mm/models/sora_model.h"
-#include "mm/models/sora_model_random.h"
-#include "mm/tools/feature_extraction.h"
-#include "mm/train/video_train_config.h"
+#include "mm/models/wan/wan_pipeline.h"
+#include "mm/models/wan/wan_pipeline_random.h"
+#include "mm/tasks/feature_extraction.h"
+#include "mm/tasks/video_train_config.h"
 
 namespace mm::cli {
 

@@ -1,19 +1,18 @@
-// `mmtrain infer t2v`: sample a video from a text prompt with a Wan pipeline and write it as an
-// mp4 (and, with --frames-dir, as PNG frames). With --image (and --last-image for first-last-frame
-// models) and a WanImageToVideoPipeline, the video starts from that image.
+// `mmtrain infer t2v`: sample a video from a text prompt with a video-generation pipeline (Wan)
+// and write it as an mp4 (and, with --frames-dir, as PNG
+// frames). With --image (and --last-image for first-last-frame models) and an image-to-video
+// pipeline, the video starts from that image.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <iostream>
 
 #include "commands.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
-#include "mm/data/image_decode.h"
-#include "mm/data/video_encode.h"
-#include "mm/models/sora_model.h"
-#include "mm/tasks/video_sampling.h"
+#include "mm/media/image_decode.h"
+#include "mm/media/video_encode.h"
+#include "mm/tasks/wan_video_generation.h"
 
 namespace fs = std::filesystem;
 
@@ -52,26 +51,6 @@ std::pair<int64_t, int64_t> parse_size(const std::string& text) {
   }
 }
 
-// A pipeline directory whose weight folders hold no .safetensors (a template such as
-// examples/wan/tiny-synth) is refused here with what to do, not by the first loader that finds none.
-void check_has_weights(const fs::path& dir, const std::string& transformer) {
-  std::vector<std::string> empty;
-  for (const std::string part : {std::string("text_encoder"), std::string("vae"), transformer}) {
-    std::error_code ec;
-    if (!fs::is_directory(dir / part, ec)) continue;  // named by the loader
-    bool has_weights = false;
-    for (const auto& entry : fs::directory_iterator(dir / part, ec))
-      has_weights |= entry.path().extension() == ".safetensors";
-    if (!has_weights) empty.push_back(part + "/");
-  }
-  if (empty.empty()) return;
-  std::string parts;
-  for (const auto& part : empty) parts += (parts.empty() ? "" : ", ") + part;
-  fail(dir.string(), " has no weights in ", parts, ": it is a template or an incomplete download. Sample a trained "
-       "run's final/ (mmtrain train examples/wan/t2v_synth.yaml, see examples/wan/README.md) or a diffusers Wan "
-       "pipeline with its weights (e.g. Wan-AI/Wan2.1-T2V-1.3B-Diffusers)");
-}
-
 void run_t2v(VideoInferOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
   MM_CHECK(!o.prompt.empty(), "--prompt: required");
@@ -83,38 +62,18 @@ void run_t2v(VideoInferOptions& o) {
   encode.fps = o.fps;
   encode.validate();
   check_video_output_path(o.output);
-  check_has_weights(o.model, o.transformer);
-  const auto start = std::chrono::steady_clock::now();
-  WanLoadOptions load;
-  load.dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
-  load.transformer_folder = o.transformer;
-  auto model = WanModel::from_pretrained(o.model, load);
-  MM_CHECK(!o.sampling.guidance_2 || model->transformer_2, "--guidance-2: ", o.model,
-           " has one transformer; the low-noise expert's guidance applies to two-expert pipelines (Wan2.2 A14B)");
-  // The pipeline would round another count down; a user who asked for it is told instead.
-  const int64_t t = model->vae->config().temporal_compression();
-  const int64_t lower = (std::max<int64_t>(o.sampling.frames, 1) - 1) / t * t + 1;
-  MM_CHECK(wan_pixel_frames(*model, o.sampling) == o.sampling.frames, "--frames ", o.sampling.frames,
-           ": this pipeline's VAE makes 1 + ", t, "k frames; use ", lower, " or ", lower + t);
-  log::info("loaded ", o.model, " (", o.dtype, ") in ",
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
-  const bool i2v = model->config.image_to_video();
-  MM_CHECK(o.last_image.empty() || !o.image.empty(), "--last-image: needs --image (the first frame)");
-  MM_CHECK(!i2v || !o.image.empty(), "--image: required, since ", o.model, " is a ", model->config.class_name,
-           " (image to video)");
-  MM_CHECK(i2v || o.image.empty(), "--image: ", o.model, " is a ", model->config.class_name,
-           " (text to video); image to video needs a WanImageToVideoPipeline");
+  VideoRequest request;
+  request.model = o.model;
+  request.transformer = o.transformer;
+  request.dtype = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  request.prompt = o.prompt;
+  if (!o.image.empty()) request.image = decode_image(o.image);
+  if (!o.last_image.empty()) request.last_image = decode_image(o.last_image);
+  request.sampling = o.sampling;
   ProgressBar bar(o.sampling.steps, "sampling");
   bar.report_every(10);
-  const auto on_step = [&](int64_t step, int64_t) { bar.update(step); };
-  SampledVideo sample;
-  if (i2v) {
-    const auto image = decode_image(o.image);
-    const auto last = o.last_image.empty() ? at::Tensor() : decode_image(o.last_image);
-    sample = sample_image_to_video(*model, {o.prompt}, image, o.sampling, last, {}, on_step);
-  } else {
-    sample = sample_text_to_video(*model, {o.prompt}, o.sampling, {}, on_step);
-  }
+  request.on_step = [&](int64_t step) { bar.update(step); };
+  const SampledVideo sample = generate_wan_video(request);
   bar.finish();
   const auto frames = video_to_uint8_frames(sample.video[0]);
   const auto written = write_video(o.output, frames, encode);

@@ -22,7 +22,7 @@ constexpr SupportedModel kModels[] = {
     {"Qwen2.5-VL", "config.json model_type: qwen2_5_vl",
      "infer, eval, train (full, frozen parts, LoRA; DP/FSDP/HSDP), export, convert"},
     {"Wan2.1 / Wan2.2 text-to-video", "model_index.json _class_name: WanPipeline",
-     "infer t2v, train (task: text_to_video), extract"},
+     "infer t2v, train (task: text_to_video), extract, export and convert (of its training checkpoints)"},
     {"Wan2.1 / Wan2.2 image-to-video", "model_index.json _class_name: WanImageToVideoPipeline",
      "infer t2v --image [--last-image]"},
 };

@@ -4,6 +4,9 @@
 
 namespace mm::cli {
 
+// The whole command line (cli.cpp): returns the process exit status.
+int run(int argc, char** argv);
+
 // --set KEY=VALUE: a missing "=" or key is a usage error (exit 2), caught before anything runs.
 inline CLI::Validator key_value_validator() {
   return CLI::Validator(

@@ -20,10 +20,10 @@
 #include "mm/parallel/device_mesh.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/dist/process_group.h"
-#include "mm/models/vlm_model.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 #include "mm/train/optimizer.h"
-#include "mm/train/vlm_sharding.h"
-#include "mm/train/vlm_step.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
+#include "mm/tasks/vlm_step.h"
 
 namespace {
 
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     mesh = std::make_unique<mm::parallel::DeviceMesh>(
         *job, mm::parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
     parallel = std::make_unique<mm::parallel::FullyShardedModel>(
-        mm::vlm_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
+        mm::qwen2_5_vl_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
         mm::parallel::ShardingOptions{}, torch::Device(torch::kCPU));
     auto runner = parallel->block_runner(nullptr);
     model->model->block_runner = runner;

@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "mm/models/ae/wan_vae.h"
+#include "mm/models/wan/wan_vae.h"
 #include "mm/models/diffusion/flow_matching_objective.h"
-#include "mm/models/predictor/wan_transformer.h"
+#include "mm/models/wan/wan_transformer.h"
 #include "mm/train/optimizer.h"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "mm/core/safetensors.h"
-#include "mm/models/vlm_model.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 #include "testing.h"
 
 namespace mm::testing {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "mm/train/checkpoint_io.h"
+#include "mm/checkpoint/checkpoint_io.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

@@ -10,8 +10,8 @@
 
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/data/clip_image_processor.h"
-#include "mm/models/vision_encoder/clip_vision.h"
+#include "mm/models/clip/clip_image_processor.h"
+#include "mm/models/clip/clip_vision.h"
 #include "testing.h"
 
 namespace mm {

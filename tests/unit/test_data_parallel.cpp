@@ -56,8 +56,10 @@ RunResult train(const std::string& name, int ranks, const std::string& settings 
   const std::string args = "train " + write_config(run.dir).string() +
                            " --set train.micro_batch_size=" + std::to_string(kGlobalBatch / kGradAccum / ranks) +
                            " " + settings;
-  const std::string launch = ranks == 1 ? kMmtrain + " "
-                                        : kMmtrain + " launch --nproc-per-node " + std::to_string(ranks) +
+  // Fault variables need the harness binary (the product reads none).
+  const std::string& binary = env.find("MM_FAULT_") != std::string::npos ? testing::kMmtrainWithFaults : kMmtrain;
+  const std::string launch = ranks == 1 ? binary + " "
+                                        : binary + " launch --nproc-per-node " + std::to_string(ranks) +
                                               " --master-port " + std::to_string(testing::free_port()) + " -- ";
   std::tie(run.status, run.output) = run_command(env + " OMP_NUM_THREADS=1 " + launch + args);
   return run;

@@ -8,6 +8,7 @@
 #include "mm/core/json_config.h"
 #include "mm/data/synth_shapes.h"
 #include "mm/tasks/evaluation.h"
+#include "mm/tasks/vlm_chat.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

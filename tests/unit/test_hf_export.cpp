@@ -5,10 +5,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "mm/checkpoint/hf_export.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
 #include "mm/core/json_config.h"
-#include "mm/models/common/linear.h"
-#include "mm/train/lora.h"
+#include "mm/nn/linear.h"
+#include "mm/nn/lora.h"
 #include "test_files.h"
 #include "testing.h"
 #include "tiny_qwen2_5_vl.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
-#include "mm/data/image_decode.h"
+#include "mm/media/image_decode.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

@@ -2,8 +2,8 @@
 // Qwen2.5-VL: adapter math, names, init, freezing, the no-match error, merging.
 #include <set>
 
-#include "mm/models/common/linear.h"
-#include "mm/train/lora.h"
+#include "mm/nn/linear.h"
+#include "mm/nn/lora.h"
 #include "testing.h"
 #include "tiny_qwen2_5_vl.h"
 

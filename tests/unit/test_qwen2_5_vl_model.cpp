@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
-#include "mm/models/common/rotary.h"
-#include "mm/models/common/weights.h"
+#include "mm/nn/rotary.h"
+#include "mm/nn/weights.h"
 #include "model_cases.h"
 
 namespace mm::testing {

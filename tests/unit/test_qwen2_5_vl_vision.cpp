@@ -3,11 +3,11 @@
 // input checks.
 #include <set>
 
-#include "mm/models/common/varlen_attention.h"
-#include "mm/models/common/weights.h"
-#include "mm/models/qwen2_5_vl_config.h"
-#include "mm/models/vision_encoder/qwen2_5_vl_vision.h"
-#include "mm/models/vision_encoder/qwen2_5_vl_vision_layout.h"
+#include "mm/nn/varlen_attention.h"
+#include "mm/nn/weights.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
-#include "mm/data/image_decode.h"
-#include "mm/data/qwen2_vl_processor.h"
+#include "mm/media/image_decode.h"
+#include "mm/models/qwen2_vl/qwen2_vl_processor.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

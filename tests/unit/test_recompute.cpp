@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "mm/train/lora.h"
+#include "mm/nn/lora.h"
 #include "mm/train/recompute.h"
 #include "testing.h"
 #include "tiny_qwen2_5_vl.h"

@@ -10,14 +10,14 @@
 #include <fstream>
 
 #include "mm/data/conversation.h"
-#include "mm/data/qwen2_vl_processor.h"
+#include "mm/models/qwen2_vl/qwen2_vl_processor.h"
 #include "mm/data/sample_encoder.h"
 #include "mm/data/synth_shapes.h"
 #include "mm/data/train_sample.h"
-#include "mm/models/init_weights.h"
-#include "mm/models/vlm_model.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
-#include "mm/train/vlm_step.h"
+#include "mm/tasks/vlm_step.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "mm/core/json_config.h"
-#include "mm/data/image_decode.h"
-#include "mm/data/image_encode.h"
+#include "mm/media/image_decode.h"
+#include "mm/media/image_encode.h"
 #include "mm/data/synth_shapes.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 #include "mm/tokenizer/chat_template.h"

@@ -11,7 +11,7 @@
 
 #include "mm/data/synth_shapes.h"
 #include "mm/data/synth_video.h"
-#include "mm/data/video_decode.h"
+#include "mm/media/video_decode.h"
 #include "test_files.h"
 #include "testing.h"
 

@@ -10,10 +10,10 @@
 
 #include "mm/core/safetensors.h"
 #include "mm/data/bucket_sampler.h"
-#include "mm/data/image_decode.h"
+#include "mm/media/image_decode.h"
 #include "mm/data/text_video_dataset.h"
 #include "mm/data/video_buckets.h"
-#include "mm/data/video_probe.h"
+#include "mm/media/video_probe.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

@@ -4,12 +4,12 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
-#include "mm/models/common/weights.h"
-#include "mm/models/vlm_model.h"
+#include "mm/nn/weights.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
-#include "mm/train/vlm_step.h"
+#include "mm/tasks/vlm_step.h"
 #include "testing.h"
 
 namespace mm {

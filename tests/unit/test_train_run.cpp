@@ -7,7 +7,7 @@
 
 #include "mm/core/run_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/train/checkpoint_export.h"
+#include "mm/tasks/qwen2_5_vl_checkpoint.h"
 #include "mm/train/train_config.h"
 #include "test_files.h"
 #include "testing.h"
@@ -64,7 +64,7 @@ TEST(TrainRun, ResumeAfterKillReproducesTheLossesBitForBit) {
 
   const auto killed = testing::temp_dir("train_killed");
   const auto config = write_config(killed, train).string();
-  auto [s2, o2] = run_command("MM_FAULT_KILL_AT_STEP=13 " + kMmtrain + " train " + config);
+  auto [s2, o2] = run_command("MM_FAULT_KILL_AT_STEP=13 " + testing::kMmtrainWithFaults + " train " + config);
   EXPECT_NE(s2, 0) << "the run should have been killed at step 13:\n" << o2;
   EXPECT_EQ(losses_of(killed / "run").rbegin()->first, 13);
   std::ifstream latest(killed / "run" / "checkpoints" / "latest");

@@ -6,7 +6,7 @@
 
 #include "mm/core/safetensors.h"
 #include "mm/core/json_config.h"
-#include "mm/models/text_encoder/umt5.h"
+#include "mm/models/umt5/umt5.h"
 #include "testing.h"
 
 namespace mm {

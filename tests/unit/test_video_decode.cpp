@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
-#include "mm/data/video_decode.h"
+#include "mm/media/video_decode.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;

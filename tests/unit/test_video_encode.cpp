@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "mm/data/image_decode.h"
-#include "mm/data/video_decode.h"
-#include "mm/data/video_encode.h"
+#include "mm/media/image_decode.h"
+#include "mm/media/video_decode.h"
+#include "mm/media/video_encode.h"
 #include "test_files.h"
 #include "testing.h"
 

@@ -10,8 +10,8 @@
 
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/data/image_decode.h"
-#include "mm/models/sora_model.h"
+#include "mm/media/image_decode.h"
+#include "mm/models/wan/wan_pipeline.h"
 #include "mm/tasks/video_sampling.h"
 #include "testing.h"
 

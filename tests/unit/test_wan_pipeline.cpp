@@ -8,7 +8,7 @@
 
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/models/sora_model.h"
+#include "mm/models/wan/wan_pipeline.h"
 #include "mm/tasks/video_sampling.h"
 #include "testing.h"
 

@@ -8,9 +8,9 @@
 
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/models/common/weights.h"
-#include "mm/models/predictor/wan_block.h"
-#include "mm/models/predictor/wan_transformer.h"
+#include "mm/nn/weights.h"
+#include "mm/models/wan/wan_block.h"
+#include "mm/models/wan/wan_transformer.h"
 #include "mm/train/recompute.h"
 #include "testing.h"
 

@@ -10,8 +10,8 @@
 
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/models/ae/wan_vae.h"
-#include "mm/models/common/weights.h"
+#include "mm/models/wan/wan_vae.h"
+#include "mm/nn/weights.h"
 #include "testing.h"
 
 namespace mm {

@@ -20,6 +20,8 @@ namespace mm::testing {
 
 inline const std::string kPython = MM_TEST_PYTHON;        // the venv with the oracles
 inline const std::string kMmtrain = MM_TEST_BIN;          // the CLI binary
+// The same CLI with fault injection (tests/harness/mmtrain_with_faults.cpp): MM_FAULT_* variables.
+inline const std::string kMmtrainWithFaults = MM_TEST_FAULTS_BIN;
 inline const std::filesystem::path kSourceDir = MM_TEST_SOURCE_DIR;
 
 // Directory the oracle `name` wrote its goldens into (ctest runs the oracle first).

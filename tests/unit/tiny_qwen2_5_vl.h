@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "mm/models/init_weights.h"
-#include "mm/models/vlm_model.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 
 namespace mm::testing {
 

@@ -1,20 +1,18 @@
-// `mmtrain convert`: checkpoints between layouts. A training checkpoint of any layout (one
-// process, or sharded by any number of ranks) becomes a Hugging Face model directory, or a
-// sharded training checkpoint cut into N slices; a Hugging Face model directory becomes a
-// sharded training checkpoint at step 0 (what a run started from those weights would resume).
+// `mmtrain convert --slices N`: a training checkpoint's whole tensors (from one of any layout, or
+// from a model directory through the registry) cut into the sharded layout of N slices, which a
+// run on any number of processes resumes from.
 #pragma once
 #include <cstdint>
 #include <filesystem>
 
+#include "mm/checkpoint/checkpoint_io.h"
+
 namespace mm {
 
-struct ConvertOptions {
-  std::filesystem::path from;  // a training checkpoint (step dir, checkpoints/ or run dir) or an HF model dir
-  std::filesystem::path to;    // must not exist (or be an empty directory)
-  int64_t slices = 0;          // 0: write a Hugging Face model directory; N >= 1: a sharded checkpoint
-};
-
-// Returns the source directory used.
-std::filesystem::path convert_checkpoint(const ConvertOptions& options);
+// Writes `to` (a directory the caller checked is free) as a sharded training checkpoint of
+// `slices` slices: each tensor cut on dim 0 into row ranges, whole.rng for every slice's rank,
+// trainer_state.json with the global data position, whole.extra_files copied. Written into a
+// sibling and renamed into place.
+void write_sliced_checkpoint(const WholeTrainingCheckpoint& whole, int64_t slices, const std::filesystem::path& to);
 
 }  // namespace mm

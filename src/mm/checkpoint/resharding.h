@@ -9,7 +9,7 @@
 
 #include "mm/data/sampler.h"
 #include "mm/parallel/fully_shard.h"
-#include "mm/train/checkpoint_io.h"
+#include "mm/checkpoint/checkpoint_io.h"
 
 namespace mm {
 

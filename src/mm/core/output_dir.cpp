@@ -1,5 +1,7 @@
 #include "mm/core/output_dir.h"
 
+#include <unistd.h>
+
 #include "mm/core/error.h"
 
 namespace fs = std::filesystem;
@@ -29,6 +31,33 @@ void check_new_output_dir(const fs::path& dir, const std::string& option) {
   if (const auto run = enclosing_training_output(dir))
     fail(option, " ", dir.string(), " is inside the training output ", run->string(),
          ": give a directory outside it (a run's files are never written over)");
+}
+
+void write_directory_atomically(const fs::path& target_path, const std::string& what,
+                                const std::function<void(const fs::path& tmp)>& write) {
+  const fs::path target = fs::absolute(target_path);
+  MM_CHECK(target.has_filename(), what, ": output path ", target_path.string(), " names no directory");
+  fs::create_directories(target.parent_path());
+  // str_cat, not operator+: GCC 12 warns falsely (-Wstringop-overflow) on "." + string here.
+  const fs::path tmp = target.parent_path() / str_cat(".", target.filename().string(), ".tmp-", ::getpid());
+  const fs::path old = target.parent_path() / str_cat(".", target.filename().string(), ".old-", ::getpid());
+  MM_CHECK(!fs::exists(tmp) && !fs::exists(old), what, ": ", tmp.string(), " or ", old.string(),
+           " already exists (not made by this process); remove it");
+  try {
+    fs::create_directories(tmp);
+    write(tmp);
+    if (fs::exists(target)) fs::rename(target, old);
+    fs::rename(tmp, target);
+    fs::remove_all(old);
+  } catch (const fs::filesystem_error& e) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    fail(what, ": writing ", target.string(), " failed: ", e.what());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
 }
 
 }  // namespace mm

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
-#include "mm/data/video_decode.h"
+#include "mm/media/video_decode.h"
 
 namespace mm {
 

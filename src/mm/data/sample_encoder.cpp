@@ -3,9 +3,9 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
-#include "mm/data/image_decode.h"
+#include "mm/media/image_decode.h"
 #include "mm/data/sample_errors.h"
-#include "mm/data/video_decode.h"
+#include "mm/media/video_decode.h"
 
 namespace mm {
 namespace {

@@ -15,9 +15,9 @@
 #include <string>
 
 #include "mm/data/conversation.h"
-#include "mm/data/qwen2_vl_processor.h"
+#include "mm/models/qwen2_vl/qwen2_vl_processor.h"
 #include "mm/data/train_sample.h"
-#include "mm/models/qwen2_5_vl_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 
 namespace mm {

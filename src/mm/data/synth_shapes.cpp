@@ -10,7 +10,7 @@
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/core/safetensors.h"
-#include "mm/data/image_encode.h"
+#include "mm/media/image_encode.h"
 #include "mm/data/synth_common.h"
 
 namespace mm {

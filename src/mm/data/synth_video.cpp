@@ -13,7 +13,7 @@
 #include "mm/core/safetensors.h"
 #include "mm/data/synth_common.h"
 #include "mm/data/synth_shapes.h"
-#include "mm/data/video_encode.h"
+#include "mm/media/video_encode.h"
 
 namespace mm {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "mm/core/config_section.h"
 #include "mm/core/log.h"
-#include "mm/data/image_decode.h"
+#include "mm/media/image_decode.h"
 #include "mm/data/loader.h"
-#include "mm/data/video_probe.h"
+#include "mm/media/video_probe.h"
 
 namespace mm {
 namespace fs = std::filesystem;

@@ -30,20 +30,16 @@
 #include <vector>
 
 #include "mm/parallel/device_mesh.h"
-#include "mm/models/common/block_runner.h"
+#include "mm/nn/block_runner.h"
+#include "mm/nn/sharding_plan.h"
 
 namespace mm::parallel {
 
 using NamedTensorList = std::vector<std::pair<std::string, at::Tensor>>;
 
-enum class Placement { shard, replicate };
-
-struct UnitSpec {
-  std::string name;                    // "model.layers.3", "language root" ... (logs, errors)
-  torch::nn::Module* block = nullptr;  // the module a BlockRunner is called with; null: a root unit
-  NamedTensorList params;              // the unit's parameters by checkpoint name
-  Placement placement = Placement::shard;
-};
+// A model's plan (nn/sharding_plan.h) names its units and their placement.
+using Placement = ShardPlacement;
+using UnitSpec = ShardUnit;
 
 struct ShardingOptions {
   bool reshard_after_forward = true;     // free gathered blocks after forward, gather again in backward

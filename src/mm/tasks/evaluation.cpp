@@ -58,7 +58,7 @@ nlohmann::json EvalResult::summary_json() const {
   return out;
 }
 
-EvalResult evaluate_exact_match(Qwen2_5_VLChat& chat, const ConversationFile& data, const EvalOptions& options) {
+EvalResult evaluate_exact_match(VisionLanguageChat& chat, const ConversationFile& data, const EvalOptions& options) {
   MM_CHECK(options.max_new_tokens > 0, "evaluation: max_new_tokens must be > 0, got ", options.max_new_tokens);
   MM_CHECK(options.limit >= 0, "evaluation: limit must be >= 0, got ", options.limit);
   const auto available = static_cast<int64_t>(data.size());

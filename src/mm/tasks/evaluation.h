@@ -15,7 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "mm/data/conversation.h"
-#include "mm/tasks/vlm_chat.h"
+#include "mm/tasks/vision_language_chat.h"
 
 namespace mm {
 
@@ -61,6 +61,6 @@ struct EvalOptions {
 // Greedy answers for the records of `data`, scored by exact_match. A record that cannot be read
 // (malformed, missing media, no assistant answer) is an mm::Error naming file:line: a score over
 // a silently shrunken set would mislead.
-EvalResult evaluate_exact_match(Qwen2_5_VLChat& chat, const ConversationFile& data, const EvalOptions& options);
+EvalResult evaluate_exact_match(VisionLanguageChat& chat, const ConversationFile& data, const EvalOptions& options);
 
 }  // namespace mm

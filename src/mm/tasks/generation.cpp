@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "mm/core/error.h"
-#include "mm/models/common/kv_cache.h"
+#include "mm/nn/kv_cache.h"
 
 namespace mm {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mm/models/vlm_model.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 
 namespace mm {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mm/core/error.h"
-#include "mm/models/sora_model.h"
+#include "mm/models/wan/wan_pipeline.h"
 #include "mm/tasks/video_sampling.h"
 
 namespace mm {

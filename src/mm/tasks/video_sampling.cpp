@@ -5,7 +5,7 @@
 
 #include "mm/core/error.h"
 #include "mm/models/diffusion/flow_sampler.h"
-#include "mm/models/sora_model.h"
+#include "mm/models/wan/wan_pipeline.h"
 
 namespace mm {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "mm/models/ae/wan_vae.h"
+#include "mm/models/wan/wan_vae.h"
 
 namespace mm {
 

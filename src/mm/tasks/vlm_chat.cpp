@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
-#include "mm/data/image_decode.h"
-#include "mm/data/video_decode.h"
+#include "mm/media/image_decode.h"
+#include "mm/media/video_decode.h"
 
 namespace mm {
 namespace {

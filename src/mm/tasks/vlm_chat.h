@@ -7,29 +7,23 @@
 #include <string>
 #include <vector>
 
-#include "mm/data/qwen2_vl_processor.h"
-#include "mm/models/vlm_model.h"
+#include "mm/models/qwen2_vl/qwen2_vl_processor.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
 #include "mm/tasks/generation.h"
+#include "mm/tasks/vision_language_chat.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 #include "mm/tokenizer/chat_template.h"
 
 namespace mm {
 
-// How frames are taken from video files. Unset fields fall back to the model's
-// video_preprocessor_config.json (which, by default, keeps every frame).
-struct VideoOptions {
-  std::optional<double> fps;          // frames per second to sample
-  std::optional<int64_t> max_frames;  // upper bound on sampled frames
-};
-
-class Qwen2_5_VLChat {
+class Qwen2_5_VLChat : public VisionLanguageChat {
  public:
   // model_dir: a Hugging Face Qwen2.5-VL directory (config, safetensors, tokenizer and
   // preprocessor configs).
   Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype = torch::kFloat32);
 
   // The prompt text (chat template with the assistant turn opened), before placeholder expansion.
-  std::string render(const std::vector<ChatMessage>& messages) const;
+  std::string render(const std::vector<ChatMessage>& messages) const override;
 
   // Model inputs for a conversation: media decoded from each part's `source`, preprocessed,
   // placeholders expanded to one token per merged patch, text tokenized. Batch of one.
@@ -41,7 +35,7 @@ class Qwen2_5_VLChat {
 
   // The answer text, special tokens removed.
   std::string reply(const std::vector<ChatMessage>& messages, const GenerationConfig& config,
-                    const VideoOptions& video = {});
+                    const VideoOptions& video = {}) override;
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Qwen2VLProcessor& processor() const { return processor_; }

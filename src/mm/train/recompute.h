@@ -5,7 +5,7 @@
 // time) and back-propagated, which accumulates into its parameters' .grad and yields the
 // gradient of its input.
 #pragma once
-#include "mm/models/common/block_runner.h"
+#include "mm/nn/block_runner.h"
 
 namespace mm {
 

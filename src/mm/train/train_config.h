@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "mm/train/lora.h"
+#include "mm/nn/lora.h"
 
 namespace mm {
 

@@ -71,18 +71,6 @@ bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t tota
   return step >= total_steps || (train.max_steps == 0 && data.epoch >= train.epochs);
 }
 
-TrainSummary finished_run_summary(const std::filesystem::path& output_dir, int64_t step, int64_t total_steps,
-                                  const parallel::DeviceMesh& mesh) {
-  log::info("the run in ", output_dir.string(), " already finished (step ", step, " of ", total_steps,
-            "): nothing is trained, saved or exported");
-  TrainSummary summary;
-  summary.steps = step;
-  summary.final_model = output_dir / "final";
-  summary.already_finished = true;
-  mesh.barrier();
-  return summary;
-}
-
 std::vector<int64_t> every_rank_value(const parallel::DeviceMesh& mesh, int64_t mine) {
   auto values = torch::zeros({mesh.world_size()}, torch::kFloat64);  // exact for counts below 2^53
   values[mesh.rank()] = static_cast<double>(mine);

@@ -1,6 +1,6 @@
-// What every trainer (vision-language, text-to-video) sets up and saves the same way: the
-// data-parallel job and mesh, the sharding, optimizer and schedule settings from the run config,
-// the sampler positions of all ranks, and this rank's part of a sharded checkpoint.
+// The trainer's (trainer.cpp) pieces that stand alone: the data-parallel job and mesh, the
+// sharding, optimizer and schedule settings from the run config, collectives over every rank's
+// counts and skipped records, and this rank's part of a sharded checkpoint.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -13,11 +13,10 @@
 #include "mm/dist/process_group.h"
 #include "mm/parallel/device_mesh.h"
 #include "mm/parallel/fully_shard.h"
-#include "mm/train/checkpoint_io.h"
+#include "mm/checkpoint/checkpoint_io.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/train_config.h"
-#include "mm/train/vlm_trainer.h"
 
 namespace mm {
 
@@ -39,11 +38,6 @@ bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int6
 // Whether a resumed run has nothing left to do: `step` reached `total_steps`, or in epoch mode
 // (max_steps == 0) the data position is past the last epoch.
 bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t total_steps, const SamplerState& data);
-
-// For such a run: logs that it is done, waits for every rank and returns the summary that says so
-// (already_finished). Nothing is trained, saved or exported. Collective.
-TrainSummary finished_run_summary(const std::filesystem::path& output_dir, int64_t step, int64_t total_steps,
-                                  const parallel::DeviceMesh& mesh);
 
 // Every rank's `mine`, indexed by rank, on every rank (collective): each rank's count of taken
 // data positions, from which the global one in trainer_state.json's "data" follows.

@@ -1,0 +1,145 @@
+#include "mm/models/qwen2/qwen2_decoder.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mm/core/error.h"
+#include "mm/nn/kv_cache.h"
+
+namespace mm {
+
+AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len, int64_t past,
+                               const c10::Device& device) {
+  const int64_t kv_len = past + q_len;
+  const bool padded = padding_mask.defined() && !padding_mask.to(torch::kBool).all().item<bool>();
+  if (!padded) {
+    // Without padding SDPA's own masking suffices: upper-left causal alignment equals ours when
+    // there is no prefix, and a single new token sees everything.
+    if (past == 0) return {{}, true};
+    if (q_len == 1) return {{}, false};
+  } else {
+    MM_CHECK(padding_mask.dim() == 2 && padding_mask.size(1) == kv_len, "attention_mask must be [batch, ",
+             kv_len, "] (cached + new positions), got ", padding_mask.sizes());
+  }
+  auto q_pos = torch::arange(past, kv_len, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  auto kv_pos = torch::arange(kv_len, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  auto allowed = kv_pos.view({1, kv_len}) <= q_pos.view({q_len, 1});  // [q, kv]
+  torch::Tensor mask = allowed.view({1, 1, q_len, kv_len});
+  if (padded) {
+    auto keys = padding_mask.to(device).to(torch::kBool).view({-1, 1, 1, kv_len});
+    auto self = (kv_pos.view({1, kv_len}) == q_pos.view({q_len, 1})).view({1, 1, q_len, kv_len});
+    mask = (mask & keys) | self;
+  }
+  return {mask, false};
+}
+
+AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device) {
+  MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0,
+           "cu_seqlens must start at 0 and hold at least one segment, got ", c10::str(cu_seqlens));
+  std::vector<int64_t> segment;  // [seq]: the sample of each position
+  for (size_t i = 1; i < cu_seqlens.size(); ++i) {
+    MM_CHECK(cu_seqlens[i] > cu_seqlens[i - 1], "cu_seqlens must increase strictly, got ", c10::str(cu_seqlens));
+    segment.insert(segment.end(), static_cast<size_t>(cu_seqlens[i] - cu_seqlens[i - 1]), static_cast<int64_t>(i));
+  }
+  const int64_t seq = cu_seqlens.back();
+  auto seg = torch::tensor(segment, torch::kInt64).to(device);
+  auto pos = torch::arange(seq, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  auto allowed = (seg.view({seq, 1}) == seg.view({1, seq})) & (pos.view({1, seq}) <= pos.view({seq, 1}));
+  return {allowed.view({1, 1, seq, seq}), false};
+}
+
+Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t layer_index)
+    : layer_index_(layer_index),
+      num_heads_(config.num_attention_heads),
+      num_kv_heads_(config.num_key_value_heads),
+      head_dim_(config.head_dim()) {
+  const int64_t hidden = config.hidden_size;
+  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, config.attention_bias));
+  k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
+  v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
+  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, false));
+}
+
+torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
+                                          const AttentionMask& mask, KVCache* cache) {
+  const int64_t batch = x.size(0), seq = x.size(1);
+  auto heads = [&](const torch::Tensor& t) { return t.view({batch, seq, -1, head_dim_}).transpose(1, 2); };
+  auto q = apply_rotary(heads(q_proj(x)), rope);
+  auto k = apply_rotary(heads(k_proj(x)), rope);
+  auto v = heads(v_proj(x));
+  if (cache) std::tie(k, v) = cache->update(layer_index_, k, v);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  auto out = at::scaled_dot_product_attention(q, k, v, mask.mask.defined() ? std::optional(mask.mask) : std::nullopt,
+                                              /*dropout_p=*/0.0, mask.is_causal, scale,
+                                              /*enable_gqa=*/num_kv_heads_ != num_heads_);
+  return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));
+}
+
+Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index) {
+  self_attn = register_module("self_attn", Qwen2Attention(config, layer_index));
+  mlp = register_module("mlp", GatedMLP(config.hidden_size, config.intermediate_size, /*bias=*/false,
+                                        config.hidden_act));
+  input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+}
+
+torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
+                                             const AttentionMask& mask, KVCache* cache) {
+  auto h = x + self_attn->forward(input_layernorm(x), rope, mask, cache);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2TextConfig& config) : config_(config) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(Qwen2DecoderLayer(config, i));
+  norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+}
+
+torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {
+  return embed_tokens(input_ids.to(embed_tokens->weight.device()));
+}
+
+torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
+                                      const torch::Tensor& padding_mask, KVCache* cache,
+                                      const std::vector<int64_t>& cu_seqlens) {
+  MM_CHECK(inputs_embeds.dim() == 3 && inputs_embeds.size(2) == config_.hidden_size,
+           "Qwen2Model: inputs_embeds must be [batch, seq, ", config_.hidden_size, "], got ", inputs_embeds.sizes());
+  const int64_t seq = inputs_embeds.size(1);
+  const auto device = inputs_embeds.device();
+  auto positions = position_ids.to(device);
+  auto inv_freq = rope_inv_freq(config_.head_dim(), config_.rope_theta, device);
+  const bool mrope = !config_.mrope_section.empty();
+  MM_CHECK(positions.size(-1) == seq && positions.size(-2) == inputs_embeds.size(0),
+           "Qwen2Model: position_ids ", positions.sizes(), " do not match inputs_embeds ", inputs_embeds.sizes());
+  const RotaryCosSin rope = mrope ? mrope_cos_sin(inv_freq, positions, config_.mrope_section, inputs_embeds.scalar_type())
+                                  : rope_cos_sin(inv_freq, positions, inputs_embeds.scalar_type());
+  const int64_t past = cache ? cache->length() : 0;
+  AttentionMask mask;
+  if (cu_seqlens.empty()) {
+    mask = make_causal_mask(padding_mask, seq, past, device);
+  } else {
+    MM_CHECK(inputs_embeds.size(0) == 1 && !padding_mask.defined() && !cache,
+             "Qwen2Model: packed sequences (cu_seqlens) need batch 1, no attention mask and no cache");
+    MM_CHECK(cu_seqlens.back() == seq, "Qwen2Model: cu_seqlens ends at ", cu_seqlens.back(),
+             " but the packed sequence has ", seq, " positions");
+    mask = make_packed_causal_mask(cu_seqlens, device);
+  }
+  auto h = inputs_embeds;
+  for (const auto& item : *layers) {
+    auto* layer = item->as<Qwen2DecoderLayer>();
+    if (!block_runner) {
+      h = layer->forward(h, rope, mask, cache);
+      continue;
+    }
+    // The runner may call `run` again in backward, after this frame is gone: capture by value.
+    h = block_runner(
+        *layer, [layer, rope, mask, cache](const torch::Tensor& x) { return layer->forward(x, rope, mask, cache); },
+        h);
+  }
+  return norm(h);
+}
+
+}  // namespace mm

@@ -1,0 +1,106 @@
+// The Qwen2 decoder (HF: Qwen2Model / Qwen2_5_VLTextModel): token embedding, pre-norm decoder
+// layers with grouped-query attention (q/k/v biases, no o bias) and a SwiGLU MLP, final RMSNorm.
+// Positions are 1D ([batch, seq]) or, when the config has an mrope_section, Qwen2-VL's M-RoPE
+// ([3, batch, seq]). Parameter names follow the checkpoints: embed_tokens.weight,
+// layers.N.self_attn.{q,k,v,o}_proj.*, layers.N.mlp.{gate,up,down}_proj.weight,
+// layers.N.{input,post_attention}_layernorm.weight, norm.weight. The lm_head (tied or not) belongs
+// to the model that owns this decoder.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/pimpl.h>
+
+#include "mm/nn/block_runner.h"
+#include "mm/nn/gated_mlp.h"
+#include "mm/nn/linear.h"
+#include "mm/nn/norms.h"
+#include "mm/nn/rotary.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+
+#include <vector>
+
+namespace mm {
+
+class KVCache;
+
+// What scaled_dot_product_attention gets: an explicit boolean mask (true = attend),
+// [batch, 1, q_len, kv_len], or none with is_causal saying whether to apply the causal triangle.
+struct AttentionMask {
+  torch::Tensor mask;
+  bool is_causal = false;
+};
+
+// Causal attention for q_len new positions after `past` cached ones. padding_mask: [batch,
+// past + q_len] with 1 for real tokens and 0 for (left) padding, or undefined for none. Padded
+// query rows may attend to themselves only, so no row is empty (an empty row gives NaN).
+AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len, int64_t past,
+                               const c10::Device& device);
+
+// Causal attention within each packed segment [cu_seqlens[i], cu_seqlens[i+1]) of a sequence of
+// cu_seqlens.back() positions, nothing across segments: [1, 1, seq, seq]. cu_seqlens must start
+// at 0 and increase strictly.
+AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device);
+
+class Qwen2AttentionImpl : public torch::nn::Module {
+ public:
+  Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t layer_index);
+  // x: [batch, seq, hidden]; rope: [batch, seq, head_dim]. With a cache, this layer's keys and
+  // values are appended to it and attention covers the cached prefix. Returns [batch, seq, hidden].
+  torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
+                        KVCache* cache);
+
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Qwen2Attention);
+
+class Qwen2DecoderLayerImpl : public torch::nn::Module {
+ public:
+  Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index);
+  // x: [batch, seq, hidden] -> [batch, seq, hidden]
+  torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
+                        KVCache* cache);
+
+  Qwen2Attention self_attn{nullptr};
+  GatedMLP mlp{nullptr};  // no biases, act = config.hidden_act
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(Qwen2DecoderLayer);
+
+class Qwen2ModelImpl : public torch::nn::Module {
+ public:
+  explicit Qwen2ModelImpl(const Qwen2TextConfig& config);
+
+  // inputs_embeds: [batch, seq, hidden]
+  // position_ids:  [3, batch, seq] (M-RoPE configs) or [batch, seq] (1D RoPE) int64
+  // padding_mask:  [batch, cached + seq], 1 = token, 0 = padding; undefined = no padding
+  // cache:         optional; the new keys/values are appended
+  // cu_seqlens:    packed samples: empty, or [0, end of sample 0, ..., seq] with batch 1, no
+  //                padding mask and no cache; attention stays causal within each sample
+  // returns:       [batch, seq, hidden], after the final norm
+  torch::Tensor forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
+                        const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
+                        const std::vector<int64_t>& cu_seqlens = {});
+
+  // input_ids: [batch, seq] int64 -> [batch, seq, hidden]
+  torch::Tensor embed(const torch::Tensor& input_ids);
+
+  const Qwen2TextConfig& config() const { return config_; }
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+
+  // When set, every decoder layer runs through it (recomputation, sharding); else directly.
+  // With a cache a runner must call `run` once per forward (recomputing would append twice).
+  BlockRunner block_runner;
+
+ private:
+  Qwen2TextConfig config_;
+};
+TORCH_MODULE(Qwen2Model);
+
+}  // namespace mm

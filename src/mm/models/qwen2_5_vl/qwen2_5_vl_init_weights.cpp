@@ -1,0 +1,38 @@
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "mm/nn/linear.h"
+#include "mm/nn/norms.h"
+
+namespace mm {
+
+void init_weights(Qwen2_5_VLForConditionalGeneration& model, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  torch::NoGradGuard no_grad;
+  auto fill = [&](torch::Tensor& target, double std) {
+    auto values = torch::empty(target.sizes(), torch::kFloat32);
+    values.normal_(0.0, std, gen);
+    target.copy_(values);
+  };
+  const auto& config = model->config();
+  for (const auto& item : model->named_modules("", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    const double std = name.rfind("visual.", 0) == 0 ? config.vision.initializer_range : config.text.initializer_range;
+    torch::nn::Module* module = item.value().get();
+    if (auto* linear = dynamic_cast<LinearImpl*>(module)) {
+      fill(linear->weight, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* conv = dynamic_cast<torch::nn::Conv3dImpl*>(module)) {
+      fill(conv->weight, std);
+      if (conv->bias.defined()) conv->bias.zero_();
+    } else if (auto* embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(module)) {
+      fill(embedding->weight, std);
+    } else if (auto* norm = dynamic_cast<RMSNormImpl*>(module)) {
+      norm->weight.fill_(1.0);
+    }
+  }
+}
+
+}  // namespace mm

@@ -1,0 +1,233 @@
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+
+#include "mm/core/error.h"
+#include "mm/core/json_config.h"
+#include "mm/core/safetensors.h"
+#include "mm/nn/weights.h"
+
+namespace mm {
+namespace {
+
+// Tokens per vision item after the spatial merge: [items, 3] grid -> per-item counts.
+std::vector<int64_t> merged_token_counts(const torch::Tensor& grid_thw, int64_t merge) {
+  auto grid = grid_thw.to(torch::kCPU).to(torch::kInt64).contiguous();
+  std::vector<int64_t> counts;
+  for (int64_t i = 0; i < grid.size(0); ++i)
+    counts.push_back(grid[i][0].item<int64_t>() * grid[i][1].item<int64_t>() * grid[i][2].item<int64_t>() /
+                     (merge * merge));
+  return counts;
+}
+
+void check_grid(const torch::Tensor& grid, const char* name) {
+  MM_CHECK(grid.defined(), name, " is required with the matching pixel values");
+  MM_CHECK(grid.dim() == 2 && grid.size(1) == 3, name, " must be [items, 3] (t, h, w), got ", grid.sizes());
+}
+
+// Maps a checkpoint tensor name to this module's (the published layout); "" skips it.
+std::string module_name_of(const std::string& name, bool tied) {
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts("model.language_model.")) return "model." + name.substr(std::strlen("model.language_model."));
+  if (starts("model.visual.")) return name.substr(std::strlen("model."));
+  // A tied model computes logits with the embedding matrix; a stored copy of it is redundant.
+  if (tied && name == "lm_head.weight") return "";
+  return name;
+}
+
+}  // namespace
+
+Qwen2_5_VLForConditionalGenerationImpl::Qwen2_5_VLForConditionalGenerationImpl(const Qwen2_5_VLConfig& config)
+    : config_(config) {
+  config_.validate();
+  visual = register_module("visual", Qwen2_5_VisionTransformer(config.vision));
+  model = register_module("model", Qwen2Model(config.text));
+  if (!config.text.tie_word_embeddings)
+    lm_head = register_module("lm_head", Linear(config.text.hidden_size, config.text.vocab_size, /*bias=*/false));
+}
+
+Qwen2_5_VLForConditionalGeneration Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+    const std::filesystem::path& dir, torch::Dtype dtype) {
+  MM_CHECK(std::filesystem::is_directory(dir), "from_pretrained: ", dir.string(), " is not a directory");
+  auto config = Qwen2_5_VLConfig::from_file(dir / "config.json");
+  const auto generation_json = dir / "generation_config.json";
+  if (std::filesystem::exists(generation_json)) {
+    const auto json = read_json_file(generation_json);
+    if (json.contains("eos_token_id") && !json["eos_token_id"].is_null()) {
+      const auto& eos = json["eos_token_id"];
+      MM_CHECK(eos.is_number_integer() || eos.is_array(), generation_json.string(),
+               ": eos_token_id must be an integer or a list of integers");
+      try {
+        config.eos_token_ids = eos.is_array() ? eos.get<std::vector<int64_t>>() : std::vector<int64_t>{eos.get<int64_t>()};
+      } catch (const nlohmann::json::exception&) {
+        fail(generation_json.string(), ": eos_token_id must be an integer or a list of integers, got ", eos.dump());
+      }
+    }
+  }
+  Qwen2_5_VLForConditionalGeneration result(config);
+  result->to(dtype);
+  const bool tied = config.text.tie_word_embeddings;
+  WeightLoadOptions options;
+  options.checkpoint_to_module = [tied](const std::string& name) { return module_name_of(name, tied); };
+  load_weights(*result, Checkpoint::open(dir), options);
+  result->eval();
+  return result;
+}
+
+torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,
+                                                                    const torch::Tensor& grid_thw) {
+  const auto& weight = model->embed_tokens->weight;
+  auto params = visual->parameters();
+  const auto dtype = params.empty() ? weight.scalar_type() : params.front().scalar_type();
+  MM_CHECK(pixel_values.dim() == 2, "pixel values must be [patches, channels * temporal_patch * patch^2], got ",
+           pixel_values.sizes());
+  return visual->forward(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
+}
+
+torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::embed_inputs(const Qwen2_5_VLInputs& inputs) {
+  MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2,
+           "input_ids must be [batch, seq], got ", inputs.input_ids.defined() ? c10::str(inputs.input_ids.sizes()) : "none");
+  auto ids = inputs.input_ids.to(model->embed_tokens->weight.device());
+  auto embeds = model->embed(ids);
+  auto splice = [&](const torch::Tensor& pixels, const torch::Tensor& grid, int64_t token_id, const char* what,
+                    const char* grid_name) {
+    auto mask = ids == token_id;  // [batch, seq]
+    const int64_t n_tokens = mask.sum().item<int64_t>();
+    if (!pixels.defined()) {
+      MM_CHECK(n_tokens == 0, "input_ids has ", n_tokens, " ", what, " placeholder tokens (id ", token_id,
+               ") but no pixel values were given for them");
+      return;
+    }
+    check_grid(grid, grid_name);
+    const auto counts = merged_token_counts(grid, config_.vision.spatial_merge_size);
+    const int64_t n_features = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    MM_CHECK(n_features == n_tokens, what, " features and ", what, " tokens do not match: input_ids has ", n_tokens,
+             " ", what, " placeholder tokens (id ", token_id, ") but ", grid_name, " gives ", n_features, " ", what,
+             " embeddings");
+    auto features = image_features(pixels, grid);
+    MM_CHECK(features.dim() == 2 && features.size(0) == n_features && features.size(1) == embeds.size(-1),
+             "the vision encoder returned ", features.sizes(), " for ", grid_name, ", expected [", n_features, ", ",
+             embeds.size(-1), "]");
+    embeds = embeds.masked_scatter(mask.unsqueeze(-1), features.to(embeds.scalar_type()));
+  };
+  splice(inputs.pixel_values, inputs.image_grid_thw, config_.image_token_id, "image", "image_grid_thw");
+  splice(inputs.pixel_values_videos, inputs.video_grid_thw, config_.video_token_id, "video", "video_grid_thw");
+  return embeds;
+}
+
+RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VLInputs& inputs) {
+  MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2, "get_rope_index: input_ids must be [batch, seq]");
+  auto ids = inputs.input_ids.to(torch::kCPU).to(torch::kInt64).contiguous();
+  const int64_t batch = ids.size(0), seq = ids.size(1);
+  torch::Tensor keep;
+  if (inputs.attention_mask.defined()) {
+    MM_CHECK(inputs.attention_mask.sizes() == ids.sizes(), "attention_mask ", inputs.attention_mask.sizes(),
+             " must match input_ids ", ids.sizes());
+    keep = inputs.attention_mask.to(torch::kCPU).to(torch::kBool).contiguous();
+  }
+  const int64_t merge = config.vision.spatial_merge_size;
+  auto grid_rows = [](const torch::Tensor& grid, const char* name) {
+    std::vector<std::array<int64_t, 3>> rows;
+    if (!grid.defined()) return rows;
+    check_grid(grid, name);
+    auto g = grid.to(torch::kCPU).to(torch::kInt64).contiguous();
+    auto a = g.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < g.size(0); ++i) rows.push_back({a[i][0], a[i][1], a[i][2]});
+    return rows;
+  };
+  const auto image_grids = grid_rows(inputs.image_grid_thw, "image_grid_thw");
+  const auto video_grids = grid_rows(inputs.video_grid_thw, "video_grid_thw");
+  MM_CHECK(inputs.second_per_grid_ts.empty() || inputs.second_per_grid_ts.size() == video_grids.size(),
+           "second_per_grid_ts has ", inputs.second_per_grid_ts.size(), " entries but video_grid_thw has ",
+           video_grids.size(), " videos");
+  size_t next_image = 0, next_video = 0;
+
+  auto position_ids = torch::zeros({3, batch, seq}, torch::kInt64);
+  auto pos = position_ids.accessor<int64_t, 3>();
+  auto deltas = torch::zeros({batch, 1}, torch::kInt64);
+  auto id = ids.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int64_t> cols;  // real (unpadded) token columns
+    for (int64_t s = 0; s < seq; ++s)
+      if (!keep.defined() || keep.data_ptr<bool>()[b * seq + s]) cols.push_back(s);
+    auto type_of = [&](size_t i) {
+      const int64_t token = id[b][cols[i]];
+      return token == config.image_token_id ? 1 : token == config.video_token_id ? 2 : 0;
+    };
+    int64_t current = 0, max_pos = -1;
+    auto put = [&](size_t i, int64_t t, int64_t h, int64_t w) {
+      pos[0][b][cols[i]] = t;
+      pos[1][b][cols[i]] = h;
+      pos[2][b][cols[i]] = w;
+      max_pos = std::max({max_pos, t, h, w});
+    };
+    for (size_t start = 0; start < cols.size();) {
+      const int type = type_of(start);
+      size_t end = start;
+      while (end < cols.size() && type_of(end) == type) ++end;
+      if (type == 0) {
+        for (size_t i = start; i < end; ++i) put(i, current + int64_t(i - start), current + int64_t(i - start),
+                                                 current + int64_t(i - start));
+        current += int64_t(end - start);
+      } else {
+        const bool video = type == 2;
+        const auto& grids = video ? video_grids : image_grids;
+        size_t& next = video ? next_video : next_image;
+        const char* what = video ? "video" : "image";
+        MM_CHECK(next < grids.size(), "input_ids (row ", b, ") has more ", what, " placeholder runs than ",
+                 what, "_grid_thw has rows (", grids.size(), ")");
+        const auto [t, h, w] = grids[next];
+        const int64_t lh = h / merge, lw = w / merge;
+        MM_CHECK(int64_t(end - start) == t * lh * lw, what, " placeholder run at column ", cols[start], " of row ", b,
+                 " has ", end - start, " tokens but ", what, "_grid_thw row ", next, " (", t, ", ", h, ", ", w,
+                 ") needs ", t * lh * lw);
+        // The reference truncates seconds-per-grid to an integer before scaling.
+        const int64_t interval =
+            video ? config.vision.tokens_per_second *
+                        static_cast<int64_t>(inputs.second_per_grid_ts.empty() ? 1.0 : inputs.second_per_grid_ts[next])
+                  : 1;
+        size_t i = start;
+        for (int64_t ti = 0; ti < t; ++ti)
+          for (int64_t hi = 0; hi < lh; ++hi)
+            for (int64_t wi = 0; wi < lw; ++wi) put(i++, current + ti * interval, current + hi, current + wi);
+        current += std::max(h, w) / merge;
+        ++next;
+      }
+      start = end;
+    }
+    deltas[b][0] = max_pos + 1 - static_cast<int64_t>(cols.size());
+  }
+  MM_CHECK(next_image == image_grids.size(), "image_grid_thw has ", image_grids.size(),
+           " rows but input_ids has ", next_image, " image placeholder runs");
+  MM_CHECK(next_video == video_grids.size(), "video_grid_thw has ", video_grids.size(),
+           " rows but input_ids has ", next_video, " video placeholder runs");
+  return {position_ids, deltas};
+}
+
+RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_VLInputs& inputs) const {
+  return qwen2_5_vl_rope_index(config_, inputs);
+}
+
+torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::decode(const torch::Tensor& inputs_embeds,
+                                                            const torch::Tensor& position_ids,
+                                                            const torch::Tensor& padding_mask, KVCache* cache,
+                                                            const std::vector<int64_t>& cu_seqlens) {
+  return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
+}
+
+torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::lm_logits(const torch::Tensor& hidden) {
+  return lm_head ? lm_head(hidden) : torch::nn::functional::linear(hidden, model->embed_tokens->weight);
+}
+
+torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::forward(const Qwen2_5_VLInputs& inputs) {
+  auto embeds = embed_inputs(inputs);
+  auto rope = get_rope_index(inputs);
+  return lm_logits(decode(embeds, rope.position_ids, inputs.attention_mask));
+}
+
+}  // namespace mm

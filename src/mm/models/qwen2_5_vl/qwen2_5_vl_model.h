@@ -1,0 +1,97 @@
+// Qwen2.5-VL for conditional generation (HF: Qwen2_5_VLForConditionalGeneration): the vision
+// encoder, whose merged patch features replace the image/video placeholder tokens, the Qwen2
+// decoder with M-RoPE positions from get_rope_index, and the lm_head (tied to the token embedding
+// when the config says so). The pieces are separate methods so training can use them directly.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "mm/nn/linear.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen2/qwen2_decoder.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
+
+namespace mm {
+
+class KVCache;
+
+// One batch of model inputs, as the Qwen2.5-VL processor produces them.
+struct Qwen2_5_VLInputs {
+  torch::Tensor input_ids;            // [batch, seq] int64, placeholders already expanded
+  torch::Tensor attention_mask;       // [batch, seq] 1 = token, 0 = (left) padding; undefined = none
+  torch::Tensor pixel_values;         // [image patches, C * T * P * P], all images in text order
+  torch::Tensor image_grid_thw;       // [images, 3] int64 (t, h, w) in patches
+  torch::Tensor pixel_values_videos;  // [video patches, C * T * P * P], all videos in text order
+  torch::Tensor video_grid_thw;       // [videos, 3] int64
+  std::vector<double> second_per_grid_ts;  // [videos] seconds per temporal grid step; empty = 1 each
+};
+
+// M-RoPE positions of a batch.
+struct RopeIndex {
+  torch::Tensor position_ids;  // [3, batch, seq] int64 (temporal, height, width); 0 at padding
+  torch::Tensor deltas;        // [batch, 1] int64: max position + 1 - number of real tokens
+};
+
+// Positions as the reference's get_rope_index: text runs count up by one; a vision run of
+// t x h x w merged tokens gets (start + t * interval, start + row, start + col), with interval =
+// tokens_per_second * int(second_per_grid_ts) for videos and 1 for images, and the text after it
+// resumes at start + max(h, w). Padding (attention_mask 0) is skipped and left at 0. Needs only
+// the config, so data pipelines compute positions without a model.
+RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VLInputs& inputs);
+
+class Qwen2_5_VLForConditionalGeneration;
+
+class Qwen2_5_VLForConditionalGenerationImpl : public torch::nn::Module {
+ public:
+  explicit Qwen2_5_VLForConditionalGenerationImpl(const Qwen2_5_VLConfig& config);
+
+  // Reads dir/config.json (and eos ids from dir/generation_config.json) and the weights from
+  // model.safetensors or a sharded index, by HF name, converted to `dtype`. Both checkpoint
+  // layouts load: the published one (visual.*, model.layers.*, model.embed_tokens.*, model.norm.*,
+  // lm_head.*; also what transformers 5 save_pretrained writes) and the module-tree one
+  // (model.visual.*, model.language_model.*). With tied embeddings lm_head.weight may be absent.
+  static Qwen2_5_VLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
+                                                           torch::Dtype dtype = torch::kFloat32);
+
+  // Full forward: logits [batch, seq, vocab].
+  torch::Tensor forward(const Qwen2_5_VLInputs& inputs);
+
+  // Token embeddings with the vision features written over the placeholder tokens:
+  // [batch, seq, hidden]. Throws if the placeholder count differs from the feature count.
+  torch::Tensor embed_inputs(const Qwen2_5_VLInputs& inputs);
+
+  // Vision features of all images (or videos): [sum(t * h * w) / merge^2, hidden].
+  torch::Tensor image_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
+
+  // qwen2_5_vl_rope_index with this model's config.
+  RopeIndex get_rope_index(const Qwen2_5_VLInputs& inputs) const;
+
+  // The decoder over prepared embeddings: inputs_embeds [batch, seq, hidden], position_ids
+  // [3, batch, seq], padding_mask [batch, cached + seq] or undefined; returns hidden states
+  // [batch, seq, hidden] after the final norm. With a cache, appends to it. cu_seqlens: packed
+  // samples (batch 1, see Qwen2ModelImpl::forward); position_ids then hold each sample's own
+  // positions side by side.
+  torch::Tensor decode(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
+                       const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
+                       const std::vector<int64_t>& cu_seqlens = {});
+
+  // hidden [..., hidden] -> logits [..., vocab] (lm_head, or the embedding matrix when tied).
+  torch::Tensor lm_logits(const torch::Tensor& hidden);
+
+  // config().eos_token_ids holds generation_config.json's eos_token_id when from_pretrained found
+  // one (as the reference's generation_config does), else config.json's.
+  const Qwen2_5_VLConfig& config() const { return config_; }
+
+  Qwen2_5_VisionTransformer visual{nullptr};
+  Qwen2Model model{nullptr};           // HF "model." prefix (the language model)
+  Linear lm_head{nullptr};              // null when tie_word_embeddings
+
+ private:
+  Qwen2_5_VLConfig config_;
+};
+TORCH_MODULE(Qwen2_5_VLForConditionalGeneration);
+
+}  // namespace mm

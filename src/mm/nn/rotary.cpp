@@ -1,0 +1,60 @@
+#include "mm/nn/rotary.h"
+
+#include <torch/torch.h>
+
+#include "mm/core/error.h"
+
+namespace mm {
+namespace {
+
+// [..., seq] positions times [dim/2] frequencies -> [..., seq, dim/2] angles, in fp32.
+torch::Tensor angles(const torch::Tensor& inv_freq, const torch::Tensor& position_ids) {
+  return position_ids.to(torch::kFloat32).unsqueeze(-1) * inv_freq.to(position_ids.device());
+}
+
+RotaryCosSin cos_sin_of(const torch::Tensor& freqs, c10::ScalarType dtype) {
+  auto full = torch::cat({freqs, freqs}, -1);
+  return {full.cos().to(dtype), full.sin().to(dtype)};
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+torch::Tensor rope_inv_freq(int64_t head_dim, double theta, const c10::Device& device) {
+  auto exponent = torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(head_dim);
+  return torch::pow(theta, exponent).reciprocal().to(device);
+}
+
+RotaryCosSin rope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
+                          c10::ScalarType dtype) {
+  MM_CHECK(position_ids.dim() == 2, "rope: position_ids must be [batch, seq], got ", position_ids.sizes());
+  return cos_sin_of(angles(inv_freq, position_ids), dtype);
+}
+
+RotaryCosSin mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
+                           const std::vector<int64_t>& mrope_section, c10::ScalarType dtype) {
+  MM_CHECK(position_ids.dim() == 3 && position_ids.size(0) == 3,
+           "mrope: position_ids must be [3, batch, seq], got ", position_ids.sizes());
+  auto freqs = angles(inv_freq, position_ids);  // [3, batch, seq, dim/2]
+  std::vector<torch::Tensor> bands;
+  int64_t start = 0;
+  for (size_t i = 0; i < mrope_section.size(); ++i) {
+    bands.push_back(freqs[static_cast<int64_t>(i % 3)].narrow(-1, start, mrope_section[i]));
+    start += mrope_section[i];
+  }
+  MM_CHECK(start == inv_freq.size(0), "mrope: mrope_section sums to ", start, ", expected head_dim / 2 = ",
+           inv_freq.size(0));
+  return cos_sin_of(torch::cat(bands, -1), dtype);
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryCosSin& rope) {
+  auto cos = rope.cos.unsqueeze(1);
+  auto sin = rope.sin.unsqueeze(1);
+  return x * cos + rotate_half(x) * sin;
+}
+
+}  // namespace mm

@@ -1,0 +1,227 @@
+#include "mm/tasks/video_training.h"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "mm/core/error.h"
+#include "mm/core/log.h"
+#include "mm/data/video_features.h"
+#include "mm/models/wan/wan_pipeline.h"
+#include "mm/models/wan/wan_pipeline_random.h"
+#include "mm/models/wan/wan_sharding.h"
+#include "mm/nn/weights.h"
+#include "mm/tasks/wan_training_export.h"
+
+namespace fs = std::filesystem;
+
+namespace mm {
+namespace {
+
+// One micro-batch as the DiT trains on it.
+struct LatentBatch : MicroBatch {
+  at::Tensor latents;  // [B, z, T', H', W'] float32, normalized
+  at::Tensor text;     // [B, L, d]
+};
+
+// Each sample's noise and timestep come from its own generator keyed by (seed, epoch, index), so
+// they do not depend on the batch it lands in, the rank that trains it, the data source (clips or
+// extracted features) or a resume.
+at::Generator sample_generator(uint64_t seed, int64_t epoch, int64_t index) {
+  uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) << 40) ^ static_cast<uint64_t>(index);
+  key ^= key >> 31;  // splitmix64's finalizer: nearby keys give unrelated seeds
+  key *= 0xBF58476D1CE4E5B9ull;
+  key ^= key >> 27;
+  return at::make_generator<at::CPUGeneratorImpl>(key);
+}
+
+// Clips (raw, through the frozen VAE and umT5) or extracted features, by bucketed batches.
+class VideoTrainingData : public TrainingData {
+ public:
+  VideoTrainingData(const VideoTrainConfig& config, WanModel& model, const parallel::DeviceMesh& mesh)
+      : config_(config), model_(model) {
+    BucketSamplerOptions sampling;
+    sampling.batch_size = config.train.micro_batch_size;
+    sampling.seed = config.train.seed;
+    sampling.rank = mesh.rank();
+    sampling.world = mesh.world_size();
+    if (config.from_features()) {
+      features_ = std::make_unique<VideoFeatures>(VideoFeatures::open(config.features.dir));
+      MM_CHECK(features_->size() > 0, "features.dir: ", config.features.dir.string(), " holds no samples");
+      MM_CHECK(features_->max_sequence_length() == config.model.max_sequence_length, "features.dir: extracted with ",
+               "max_sequence_length ", features_->max_sequence_length(), ", model.max_sequence_length is ",
+               config.model.max_sequence_length);
+      sampling.shuffle = config.features.shuffle;
+      sampling.drop_last = config.features.drop_last;
+      feature_batches_ = std::make_unique<BucketBatchSampler>(features_->bucket_ids(), sampling);
+      log::info("data: ", features_->size(), " extracted samples in ", config.features.dir.string());
+      return;
+    }
+    clips_ = std::make_unique<TextVideoDataset>(TextVideoDataset::open(config.data));
+    MM_CHECK(clips_->size() > 0, "data: no usable clip (see the skipped counts above)");
+    sampling.shuffle = config.data.shuffle;
+    sampling.drop_last = config.data.drop_last;
+    clip_batches_ = std::make_unique<TextVideoBatches>(*clips_, BucketBatchSampler(clips_->bucket_ids(), sampling));
+    log::info("data: ", clips_->size(), " clips in ", clips_->buckets().size(), " buckets");
+  }
+
+  std::unique_ptr<MicroBatch> next() override {
+    auto out = std::make_unique<LatentBatch>();
+    if (features_) {
+      const auto indices = feature_batches_->next();
+      if (!indices) return nullptr;
+      std::vector<at::Tensor> latents, text;
+      for (const auto i : *indices) {
+        latents.push_back(features_->latents(i));
+        text.push_back(features_->text(i));
+      }
+      out->latents = at::stack(latents);
+      out->text = at::stack(text);
+      out->indices = *indices;
+    } else {
+      auto batch = clip_batches_->next();
+      if (!batch) return nullptr;
+      encode(*batch, *out);
+      out->indices = batch->indices;
+    }
+    out->epoch = sampler().epoch();
+    out->samples = out->latents.size(0);
+    out->loss_units = out->samples;  // the loss is a mean over samples
+    const auto& patch = model_.transformer->config().patch_size;
+    out->tokens = out->samples * (out->latents.size(2) / patch[0]) * (out->latents.size(3) / patch[1]) *
+                  (out->latents.size(4) / patch[2]);
+    return out;
+  }
+  void start_epoch(int64_t epoch) override { sampler().start_epoch(epoch); }
+  void restore(const SamplerState& position) override {
+    if (features_)
+      feature_batches_->restore(position);
+    else
+      clip_batches_ = std::make_unique<TextVideoBatches>(*clips_, clip_batches_->sampler(), position);
+  }
+  const SamplerState& start() const override { return sampler().start(); }
+  int64_t taken() const override { return sampler().taken(); }
+  SamplerState after_taking(const std::vector<int64_t>& taken_per_rank) const override {
+    return sampler().after_taking(taken_per_rank);
+  }
+  int64_t batches_per_epoch() const override { return sampler().batches_per_rank(); }
+  SkipTally& skips() override { return clip_batches_ ? clip_batches_->skips() : no_skips_; }
+  // Records skipped while opening: every rank opens the same data, so rank 0's count is the run's.
+  nlohmann::json skipped_at_open() const override {
+    return features_ ? nlohmann::json::object() : clips_->skips().to_json();
+  }
+  std::string name() const override {
+    return features_ ? "features.dir: " + config_.features.dir.string() : std::string("data");
+  }
+
+ private:
+  // The features' or the clips' sampler (one of them is used).
+  BucketBatchSampler& sampler() { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
+  const BucketBatchSampler& sampler() const { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
+
+  // Clips through the frozen VAE (posterior mean, normalized) and umT5, as extraction does.
+  void encode(const TextVideoBatch& batch, LatentBatch& out) {
+    torch::NoGradGuard no_grad;
+    const auto vae_dtype = model_.vae->parameters().front().scalar_type();
+    out.latents = model_.vae->normalize_latents(model_.vae->encode(batch.video.to(vae_dtype)).mean).to(at::kFloat);
+    out.text = model_.encode_prompts(batch.captions, config_.model.max_sequence_length);
+  }
+
+  const VideoTrainConfig& config_;
+  WanModel& model_;
+  std::unique_ptr<TextVideoDataset> clips_;
+  std::unique_ptr<TextVideoBatches> clip_batches_;
+  std::unique_ptr<VideoFeatures> features_;
+  std::unique_ptr<BucketBatchSampler> feature_batches_;
+  TextVideoSkips no_skips_;  // features skip nothing while loading
+};
+
+class VideoTrainingTask : public TrainingTask {
+ public:
+  VideoTrainingTask(const VideoTrainConfig& config, const parallel::DeviceMesh& mesh) : config_(config) {
+    const auto& m = config.model;
+    WanLoadOptions load;
+    load.text_encoder = load.vae = !config.from_features() && !m.random_frozen;
+    load.transformer = !m.from_scratch;
+    model_ = WanModel::from_pretrained(m.path, load);
+    // Random frozen parts are rebuilt even for features (which they made), to be exported.
+    if (m.random_frozen) init_frozen_parts_randomly(*model_, m.init_seed + 1);
+    if (m.from_scratch) {
+      torch::manual_seed(m.init_seed);  // the modules' default initialization draws from it
+      model_->transformer =
+          WanTransformer3DModel(WanTransformerConfig::from_file(m.path / "transformer" / "config.json"));
+    }
+    MM_CHECK(!model_->config.image_to_video(), "model.path: ", m.path.string(),
+             " is an image-to-video pipeline; training supports text-to-video pipelines (WanPipeline)");
+    MM_CHECK(!model_->transformer_2, "model.path: ", m.path.string(),
+             ": training a two-expert pipeline (transformer_2, Wan2.2 A14B) is not supported yet");
+    if (model_->vae) model_->vae->eval();
+    if (model_->text_encoder) model_->text_encoder->eval();
+    model_->transformer->train();
+    data_ = std::make_unique<VideoTrainingData>(config, *model_, mesh);
+  }
+
+  torch::nn::Module& module() override { return *model_->transformer; }
+  std::vector<ShardUnit> sharding_units() override { return wan_sharding_units(model_->transformer); }
+  void set_block_runner(const BlockRunner& runner) override { model_->transformer->block_runner = runner; }
+  TrainingData& data() override { return *data_; }
+
+  // Per-sample flow-matching losses, summed.
+  at::Tensor loss_sum(const MicroBatch& micro) override {
+    const auto& b = static_cast<const LatentBatch&>(micro);
+    std::vector<at::Tensor> noise, u;
+    for (int64_t j = 0; j < b.samples; ++j) {
+      auto generator = sample_generator(config_.train.seed, b.epoch, b.indices[static_cast<size_t>(j)]);
+      noise.push_back(at::randn(b.latents[j].sizes(), generator, b.latents.options()));
+      u.push_back(sample_timestep_density(config_.flow_matching, 1, generator));
+    }
+    const auto target = make_flow_matching_batch(config_.flow_matching, b.latents, at::stack(noise), at::cat(u));
+    const auto prediction = model_->transformer->forward(target.noisy, target.timesteps, b.text);
+    return flow_matching_loss(prediction, target) * static_cast<double>(b.samples);
+  }
+
+  std::string batch_unit() const override { return "clips"; }
+  std::string loss_units_name() const override { return "samples"; }
+  nlohmann::json checkpoint_state() const override { return {{"task", "text_to_video"}}; }
+  std::vector<std::pair<std::string, fs::path>> checkpoint_files() const override {
+    return {{"config.json", config_.model.path / "transformer" / "config.json"}};
+  }
+
+  // A diffusers pipeline directory (wan_training_export.h).
+  void export_final(const fs::path& out, const NamedTensors& ema) override {
+    write_wan_training_export(config_.model, config_.model.random_frozen ? model_.get() : nullptr,
+                              named_weights(*model_->transformer), ema, out);
+  }
+  std::string export_format() const override { return "diffusers Wan pipeline"; }
+
+ private:
+  const VideoTrainConfig& config_;
+  std::unique_ptr<WanModel> model_;
+  std::unique_ptr<VideoTrainingData> data_;
+};
+
+}  // namespace
+
+TrainerSettings trainer_settings(const VideoTrainConfig& config) {
+  TrainerSettings settings;
+  settings.train = config.train;
+  settings.optim = config.optim;
+  settings.schedule = config.schedule;
+  settings.output = config.output;
+  settings.parallel = config.parallel;
+  settings.ema_decay = config.ema.decay;
+  settings.source = config.source;
+  return settings;
+}
+
+std::unique_ptr<TrainingTask> make_video_training_task(const VideoTrainConfig& config,
+                                                       const parallel::DeviceMesh& mesh) {
+  return std::make_unique<VideoTrainingTask>(config, mesh);
+}
+
+TrainSummary run_video_training(const VideoTrainConfig& config) {
+  return run_trainer(trainer_settings(config),
+                     [&config](const parallel::DeviceMesh& mesh) { return make_video_training_task(config, mesh); });
+}
+
+}  // namespace mm

@@ -1,0 +1,248 @@
+#include "mm/tasks/vlm_training.h"
+
+#include <torch/torch.h>
+
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
+#include "mm/core/error.h"
+#include "mm/core/log.h"
+#include "mm/data/conversation.h"
+#include "mm/data/loader.h"
+#include "mm/data/sample_encoder.h"
+#include "mm/data/sampler.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
+#include "mm/nn/lora.h"
+#include "mm/tasks/evaluation.h"
+#include "mm/tasks/vlm_chat.h"
+#include "mm/tasks/vlm_step.h"
+#include "mm/train/metrics.h"
+
+namespace fs = std::filesystem;
+
+namespace mm {
+
+namespace {
+
+Qwen2_5_VLForConditionalGeneration build_model(const TrainConfig& config) {
+  const auto& m = config.model;
+  MM_CHECK(fs::is_regular_file(m.path / "config.json"), "model.path: ", m.path.string(), " has no config.json");
+  if (!m.from_scratch) return Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32);
+  Qwen2_5_VLForConditionalGeneration model(Qwen2_5_VLConfig::from_file(m.path / "config.json"));
+  init_weights(model, m.init_seed);
+  return model;
+}
+
+void apply_freezing(Qwen2_5_VLForConditionalGeneration& model, const TrainConfig::Freeze& freeze) {
+  for (auto& p : model->named_parameters()) {
+    const auto& name = p.key();
+    const bool projector = name.rfind("visual.merger.", 0) == 0;
+    const bool vision = name.rfind("visual.", 0) == 0 && !projector;
+    const bool language = !projector && !vision;
+    if ((vision && freeze.vision_tower) || (projector && freeze.projector) || (language && freeze.language_model))
+      p.value().set_requires_grad(false);
+  }
+}
+
+ShardPlacement placement_of(const std::string& name) {
+  return name == "replicate" ? ShardPlacement::replicate : ShardPlacement::shard;
+}
+
+struct VlmMicroBatch : MicroBatch {
+  TrainBatch batch;
+};
+
+// Conversations through the threaded loader, in the sampler's global order.
+class VlmTrainingData : public TrainingData {
+ public:
+  VlmTrainingData(const TrainConfig& config, const Qwen2_5_VLConfig& model_config, const parallel::DeviceMesh& mesh)
+      : config_(config) {
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(config.model.path));
+    const auto processor = Qwen2VLProcessor::from_pretrained(config.model.path);
+    SampleEncoderOptions options;
+    options.max_seq_len = config.data.max_seq_len;
+    options.truncation = config.data.truncation;
+    options.loss_on_assistant_only = config.data.loss_on == "assistant";
+    options.max_pixels = config.data.max_pixels;
+    options.min_pixels = config.data.min_pixels;
+    options.video_fps = config.data.video_fps;
+    options.video_max_frames = config.data.video_max_frames;
+    encoder_ = std::make_unique<SampleEncoder>(*tokenizer_, processor, model_config, options);
+    file_ = std::make_unique<ConversationFile>(ConversationFile::open(config.data.train, config.data.root));
+    MM_CHECK(file_->size() > 0, "data.train: ", config.data.train.string(), " holds no records");
+    std::vector<int64_t> lengths(file_->size(), 0);
+    if (config.data.group_by_length) {
+      for (size_t i = 0; i < file_->size(); ++i) {
+        try {
+          lengths[i] = encoder_->estimate_length(file_->get(i));
+        } catch (const SampleError&) {
+          // Counted when the loader reaches it.
+        }
+      }
+    }
+    SamplerOptions sampling;
+    sampling.rank = mesh.rank();
+    sampling.world = mesh.world_size();
+    sampling.shuffle = config.data.shuffle;
+    sampling.seed = config.train.seed;
+    sampling.group_by_length = config.data.group_by_length;
+    sampling.group_size = config.train.micro_batch_size * config.train.grad_accum * 50;
+    sampler_ = std::make_unique<Sampler>(lengths, sampling);
+    log::info("data: ", file_->size(), " records in ", config.data.train.string());
+  }
+
+  std::unique_ptr<MicroBatch> next() override {
+    auto batch = loader().next();
+    if (!batch) return nullptr;
+    auto out = std::make_unique<VlmMicroBatch>();
+    out->epoch = loader_->epoch();
+    out->indices = batch->sample_indices;
+    out->loss_units = batch->num_target_tokens;
+    out->tokens = batch->num_tokens;
+    out->samples = static_cast<int64_t>(batch->sample_indices.size());
+    out->batch = std::move(*batch);
+    return out;
+  }
+  void start_epoch(int64_t epoch) override {
+    start_ = SamplerState{epoch, 0, {}};
+    loader().start_epoch(epoch);
+  }
+  void restore(const SamplerState& position) override {
+    MM_CHECK(!loader_, "the data position is restored before the first batch");
+    start_ = position;
+  }
+  const SamplerState& start() const override { return start_; }
+  int64_t taken() const override { return loader_ ? loader_->taken_after_last_batch() : 0; }
+  SamplerState after_taking(const std::vector<int64_t>& taken_per_rank) const override {
+    return sampler_->after_taking(start_, taken_per_rank);
+  }
+  int64_t batches_per_epoch() const override {
+    // One micro-batch per micro_batch_size samples. With packing the count depends on lengths;
+    // the record count is then an upper bound and the schedule ends early at worst.
+    return (sampler_->size_per_rank() + config_.train.micro_batch_size - 1) / config_.train.micro_batch_size;
+  }
+  SkipTally& skips() override { return loader_ ? loader_->skips() : before_loading_; }
+  std::string name() const override { return "data.train: " + config_.data.train.string(); }
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  // The loader starts its workers when first needed: after a resume restored the position.
+  DataLoader& loader() {
+    if (!loader_) {
+      LoaderOptions options;
+      options.micro_batch_size = config_.train.micro_batch_size;
+      options.packing = config_.data.packing;
+      options.max_seq_len = config_.data.max_seq_len;
+      options.pad_token_id = tokenizer_->pad_token_id().value_or(0);
+      options.num_workers = config_.data.num_workers;
+      options.prefetch = config_.data.prefetch;
+      options.fail_on_error = config_.data.on_error == "fail";
+      loader_ = std::make_unique<DataLoader>(*file_, *encoder_, *sampler_, options, start_);
+      // Records known to be bad from before a resume are neither counted again nor logged.
+      loader_->skips().merge_records(before_loading_.records_json(), "skipped records before the loader");
+    }
+    return *loader_;
+  }
+
+  const TrainConfig& config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<SampleEncoder> encoder_;
+  std::unique_ptr<ConversationFile> file_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<DataLoader> loader_;
+  SkipCounts before_loading_;  // what a resume merges before the loader exists
+  SamplerState start_;         // global data position the current pass began at
+};
+
+class VlmTrainingTask : public TrainingTask {
+ public:
+  VlmTrainingTask(const TrainConfig& config, const parallel::DeviceMesh& mesh)
+      : config_(config), model_(build_model(config)) {
+    apply_freezing(model_, config.freeze);
+    if (config.lora_enabled) {
+      const int64_t n = apply_lora(*model_, config.lora);
+      log::info("LoRA: ", n, " adapters of rank ", config.lora.rank);
+    }
+    model_->train();
+    data_ = std::make_unique<VlmTrainingData>(config, model_->config(), mesh);
+  }
+
+  torch::nn::Module& module() override { return *model_; }
+  std::vector<ShardUnit> sharding_units() override {
+    return qwen2_5_vl_sharding_units(model_, placement_of(config_.parallel.vision),
+                                     placement_of(config_.parallel.language));
+  }
+  void set_block_runner(const BlockRunner& runner) override {
+    model_->model->block_runner = runner;
+    model_->visual->block_runner = runner;
+  }
+  TrainingData& data() override { return *data_; }
+  at::Tensor loss_sum(const MicroBatch& batch) override {
+    return vlm_loss_sum(model_, static_cast<const VlmMicroBatch&>(batch).batch);
+  }
+  std::string batch_unit() const override { return config_.data.packing ? "packed rows" : "samples"; }
+  std::string loss_units_name() const override { return "target_tokens"; }
+  nlohmann::json checkpoint_state() const override {
+    const auto& lora = config_.lora;
+    return {{"lora", config_.lora_enabled ? nlohmann::json{{"rank", lora.rank},
+                                                           {"alpha", lora.alpha},
+                                                           {"dropout", lora.dropout},
+                                                           {"target_modules", lora.target_modules},
+                                                           {"exclude_prefixes", lora.exclude_prefixes}}
+                                          : nlohmann::json()}};
+  }
+  std::vector<std::pair<std::string, fs::path>> checkpoint_files() const override {
+    // With config.json and the assets, a checkpoint directory is also what export_hf needs.
+    std::vector<std::pair<std::string, fs::path>> files{{"config.json", config_.model.path / "config.json"}};
+    for (const auto& file : hf_asset_files(config_.model.path)) files.emplace_back(file.filename().string(), file);
+    return files;
+  }
+  void export_final(const fs::path& out, const NamedTensors& ema) override {
+    export_hf(model_, config_.model.path, out);
+  }
+  std::string export_format() const override { return "Hugging Face format"; }
+  double after_export(const fs::path& final_model, MetricsLogger& metrics) override {
+    if (config_.eval.data.empty()) return -1;
+    Qwen2_5_VLChat chat(final_model);
+    const auto eval_data = ConversationFile::open(config_.eval.data, config_.eval.root);
+    EvalOptions options;
+    options.max_new_tokens = config_.eval.max_new_tokens;
+    options.limit = config_.eval.limit;
+    const auto eval = evaluate_exact_match(chat, eval_data, options);
+    metrics.add_count("eval_correct", eval.overall.correct);
+    metrics.add_count("eval_total", eval.overall.total);
+    log::info("eval on ", config_.eval.data.string(), ": exact match ", eval.overall.correct, " / ", eval.overall.total,
+              " = ", eval.overall.accuracy());
+    return eval.overall.accuracy();
+  }
+
+ private:
+  const TrainConfig& config_;
+  Qwen2_5_VLForConditionalGeneration model_;
+  std::unique_ptr<VlmTrainingData> data_;
+};
+
+}  // namespace
+
+TrainerSettings trainer_settings(const TrainConfig& config) {
+  TrainerSettings settings;
+  settings.train = config.train;
+  settings.optim = config.optim;
+  settings.schedule = config.schedule;
+  settings.output = config.output;
+  settings.parallel = config.parallel;
+  settings.source = config.source;
+  return settings;
+}
+
+std::unique_ptr<TrainingTask> make_vlm_training_task(const TrainConfig& config, const parallel::DeviceMesh& mesh) {
+  return std::make_unique<VlmTrainingTask>(config, mesh);
+}
+
+TrainSummary run_vlm_training(const TrainConfig& config) {
+  return run_trainer(trainer_settings(config),
+                     [&config](const parallel::DeviceMesh& mesh) { return make_vlm_training_task(config, mesh); });
+}
+
+}  // namespace mm

@@ -1,0 +1,69 @@
+#include "mm/train/train_step.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mm/core/error.h"
+#include "mm/parallel/fully_shard.h"
+#include "mm/train/autocast.h"
+#include "mm/train/grad_clip.h"
+#include "mm/train/optimizer.h"
+
+namespace mm {
+
+StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::function<at::Tensor(size_t)>& loss_sum,
+                      AdamW& optimizer, double lr, const std::vector<at::Tensor>& params, const StepOptions& options,
+                      const char* what_units) {
+  MM_CHECK(!counts.empty(), "train_step: no micro-batches");
+  parallel::FullyShardedModel* dp = options.data_parallel;
+  StepResult result;
+  for (const auto& c : counts) {
+    result.loss_units += c.loss_units;
+    result.tokens += c.tokens;
+    result.samples += c.samples;
+  }
+  if (dp) {
+    auto totals = torch::tensor({static_cast<double>(result.loss_units), static_cast<double>(result.tokens),
+                                 static_cast<double>(result.samples)},
+                                torch::kFloat64);
+    dp->mesh().all_reduce_sum(totals);
+    result.loss_units = static_cast<int64_t>(totals[0].item<double>());
+    result.tokens = static_cast<int64_t>(totals[1].item<double>());
+    result.samples = static_cast<int64_t>(totals[2].item<double>());
+  }
+  MM_CHECK(result.loss_units > 0, "train_step: the step's batches have no ", what_units);
+  // Autocast where the parameters are: CPU autocast for a CPU run, CUDA autocast for a GPU one.
+  const auto device = params.empty() ? c10::DeviceType::CPU : params.front().device().type();
+  double loss = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (dp) {
+      dp->set_requires_gradient_sync(i + 1 == counts.size());
+      dp->begin_forward();
+    }
+    at::Tensor sum;
+    {
+      AutocastGuard autocast(options.bf16_autocast, device);
+      sum = loss_sum(i);
+    }
+    (sum / static_cast<double>(result.loss_units)).backward();
+    if (dp) dp->finish_backward();
+    loss += sum.item<double>();
+  }
+  if (dp) {
+    auto total = torch::tensor({loss}, torch::kFloat64);
+    dp->mesh().all_reduce_sum(total);
+    loss = total[0].item<double>();
+  }
+  result.loss = loss / static_cast<double>(result.loss_units);
+  result.grad_norm = dp ? dp->clip_grad_norm(options.max_grad_norm) : clip_grad_norm(params, options.max_grad_norm);
+  if (dp) result.collective_seconds = dp->take_wait_seconds();
+  if (std::isfinite(result.grad_norm))
+    optimizer.step(lr);
+  else
+    result.skipped = true;
+  optimizer.zero_grad();
+  return result;
+}
+
+}  // namespace mm
