@@ -124,7 +124,7 @@ TEST(VideoTrainRun, ExtractedFeaturesGiveTheLossesOfRawClips) {
   }
   // An extraction stopped after two shards resumes after them and ends with the same features.
   const auto resumed = dir / "resumed_features";
-  auto [s6, o6] = run_command("MM_FAULT_EXTRACT_STOP_AFTER_SHARDS=2 " + kMmtrain + " extract " + raw.string() +
+  auto [s6, o6] = run_command("MM_FAULT_EXTRACT_STOP_AFTER_SHARDS=2 " + mm::testing::kMmtrainWithFaults + " extract " + raw.string() +
                               " --out " + resumed.string() + " --shard-size 5");
   EXPECT_NE(s6, 0);
   EXPECT_FALSE(fs::exists(resumed / "features.json"));
@@ -258,6 +258,48 @@ TEST(VideoTrainRun, FsdpOverTwoProcessesEqualsOneProcess) {
     worst = std::max(worst, err);
   }
   std::cout << "largest relative weight difference to one process: " << worst << "\n";
+}
+
+// `mmtrain export` (of a 2-process FSDP run) and `mmtrain convert` (of a one-process run) write a
+// diffusers pipeline directory: its transformer holds exactly the trained weights (final/'s), the
+// EMA kept in the checkpoint becomes transformer_ema/ (also for the sharded run, whose final/ has
+// none), and diffusers loads the whole pipeline with outputs equal to the trained weights'.
+TEST(VideoTrainRun, ExportAndConvertWriteADiffusersPipeline) {
+  const auto dir = testing::temp_dir("video_train_export");
+  const std::string ema = "ema:\n  decay: 0.9\n";
+  const auto one = write_config(dir / "one", clip_data(clips() / "train.jsonl"), 2, ema);
+  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + one.string() + " --set model.from_scratch=true");
+  ASSERT_EQ(s1, 0) << o1;
+  const auto two = write_config(dir / "two", clip_data(clips() / "train.jsonl"), 2, ema);
+  auto [s2, o2] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " launch --nproc-per-node 2 --master-port " +
+                              std::to_string(testing::free_port()) + " -- train " + two.string() +
+                              " --set model.from_scratch=true --set train.grad_accum=1 --set parallel.dp_shard=2");
+  ASSERT_EQ(s2, 0) << o2;
+  auto [s3, o3] = run_command(kMmtrain + " export --checkpoint " + (dir / "two" / "run").string() + " --to-hf " +
+                              (dir / "two_export").string());
+  ASSERT_EQ(s3, 0) << o3;
+  auto [s4, o4] = run_command(kMmtrain + " convert --from " + (dir / "one" / "run").string() + " --to " +
+                              (dir / "one_export").string());
+  ASSERT_EQ(s4, 0) << o4;
+  for (const char* run : {"one", "two"}) {
+    const auto exported = dir / (std::string(run) + "_export");
+    const auto trained = dir / run / "run" / "final" / "transformer" / "diffusion_pytorch_model.safetensors";
+    const auto a = Checkpoint::open(exported / "transformer");
+    const auto b = Checkpoint::open(trained.parent_path());
+    ASSERT_EQ(a.names(), b.names()) << run;
+    for (const auto& name : a.names()) EXPECT_TRUE(a.tensor(name).equal(b.tensor(name))) << run << " " << name;
+    ASSERT_TRUE(fs::is_regular_file(exported / "transformer_ema" / "diffusion_pytorch_model.safetensors")) << run;
+    ASSERT_TRUE(fs::is_regular_file(exported / "model_index.json")) << run;
+    auto [s5, o5] = run_command(testing::kPython + " " +
+                                (testing::kSourceDir / "tests/reference/wan_export_check.py").string() + " " +
+                                exported.string() + " " + trained.string());
+    EXPECT_EQ(s5, 0) << run << ": " << o5;
+    std::cout << run << ": " << o5;
+  }
+  // The one-process run's final/ EMA is the checkpoint's EMA.
+  const auto ema_final = Checkpoint::open(dir / "one" / "run" / "final" / "transformer_ema");
+  const auto ema_export = Checkpoint::open(dir / "one_export" / "transformer_ema");
+  for (const auto& name : ema_final.names()) EXPECT_TRUE(ema_final.tensor(name).equal(ema_export.tensor(name))) << name;
 }
 
 TEST(VideoTrainRun, BadConfigsAreNamed) {
