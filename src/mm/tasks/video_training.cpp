@@ -203,14 +203,8 @@ class VideoTrainingTask : public TrainingTask {
 }  // namespace
 
 TrainerSettings trainer_settings(const VideoTrainConfig& config) {
-  TrainerSettings settings;
-  settings.train = config.train;
-  settings.optim = config.optim;
-  settings.schedule = config.schedule;
-  settings.output = config.output;
-  settings.parallel = config.parallel;
+  TrainerSettings settings = shared_trainer_settings(config);
   settings.ema_decay = config.ema.decay;
-  settings.source = config.source;
   return settings;
 }
 

@@ -225,16 +225,7 @@ class VlmTrainingTask : public TrainingTask {
 
 }  // namespace
 
-TrainerSettings trainer_settings(const TrainConfig& config) {
-  TrainerSettings settings;
-  settings.train = config.train;
-  settings.optim = config.optim;
-  settings.schedule = config.schedule;
-  settings.output = config.output;
-  settings.parallel = config.parallel;
-  settings.source = config.source;
-  return settings;
-}
+TrainerSettings trainer_settings(const TrainConfig& config) { return shared_trainer_settings(config); }
 
 std::unique_ptr<TrainingTask> make_vlm_training_task(const TrainConfig& config, const parallel::DeviceMesh& mesh) {
   return std::make_unique<VlmTrainingTask>(config, mesh);

@@ -38,6 +38,20 @@ struct TrainerSettings {
   YAML::Node source;     // the YAML as given (after overrides): kept in checkpoints and the run directory
 };
 
+// The shared sections of a task's run config (every run config has train, optim, schedule, output,
+// parallel and the source YAML under these names); a task sets the rest (ema_decay).
+template <typename RunConfig>
+TrainerSettings shared_trainer_settings(const RunConfig& config) {
+  TrainerSettings settings;
+  settings.train = config.train;
+  settings.optim = config.optim;
+  settings.schedule = config.schedule;
+  settings.output = config.output;
+  settings.parallel = config.parallel;
+  settings.source = config.source;
+  return settings;
+}
+
 // Builds the task once the mesh exists (the data is split by its rank and size).
 using TaskFactory = std::function<std::unique_ptr<TrainingTask>(const parallel::DeviceMesh& mesh)>;
 
