@@ -12,7 +12,7 @@
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
 #include "mm/tasks/evaluation.h"
-#include "mm/tasks/vlm_chat.h"
+#include "mm/tasks/model_registry.h"
 
 namespace mm::cli {
 namespace {
@@ -74,8 +74,9 @@ void run_eval(EvalCliOptions& o) {
     MM_CHECK(std::filesystem::is_directory(parent), "--output ", o.output, ": directory ", parent.string(),
              " does not exist");
   }
+  const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain eval");
   const ConversationFile data = ConversationFile::open(o.data, o.data_root);
-  Qwen2_5_VLChat chat(o.model, dtype);
+  const auto chat = spec.open_chat(o.model, dtype);
   log::info("evaluating ", o.model, " on ", o.data, " (", data.size(), " records",
             o.eval.limit > 0 ? str_cat(", first ", o.eval.limit) : std::string(), ")");
 
@@ -87,7 +88,7 @@ void run_eval(EvalCliOptions& o) {
     }
     bar->update(done);
   };
-  const EvalResult result = evaluate_exact_match(chat, data, o.eval);
+  const EvalResult result = evaluate_exact_match(*chat, data, o.eval);
   if (bar) bar->finish();
 
   if (!o.output.empty()) write_predictions(o.output, result);

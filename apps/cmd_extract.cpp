@@ -7,11 +7,7 @@
 #include "commands.h"
 #include "mm/core/error.h"
 #include "mm/core/run_config.h"
-#include "mm/data/text_video_dataset.h"
-#include "mm/models/wan/wan_pipeline.h"
-#include "mm/models/wan/wan_pipeline_random.h"
-#include "mm/tasks/feature_extraction.h"
-#include "mm/tasks/video_train_config.h"
+#include "mm/tasks/model_registry.h"
 
 namespace mm::cli {
 
@@ -36,19 +32,11 @@ void add_extract_command(CLI::App& app) {
   cmd->callback([options] {
     if (options->threads > 0) torch::set_num_threads(options->threads);
     const auto root = load_run_config(options->config, options->overrides);
-    const auto config = parse_video_train_config(root, options->config);
-    MM_CHECK(!config.from_features(), options->config, ": features.dir is set: extract reads the data section's clips");
-    WanLoadOptions load;
-    load.transformer = false;
-    load.text_encoder = load.vae = !config.model.random_frozen;
-    auto model = WanModel::from_pretrained(config.model.path, load);
-    if (config.model.random_frozen) init_frozen_parts_randomly(*model, config.model.init_seed + 1);
-    const auto dataset = TextVideoDataset::open(config.data);
-    auto extract = options->extract;
-    extract.max_sequence_length = config.model.max_sequence_length;
-    extract.fail_on_error = config.data.on_error == "fail";
-    const auto summary = extract_video_features(*model, dataset, extract);
-    std::cout << "extracted " << summary.samples << " samples into " << extract.out.string();
+    const ModelSpec& spec = model_spec_of_run_config(root, options->config);
+    MM_CHECK(spec.extract, options->config, ": task: ", spec.train_task, " (", spec.family,
+             ") has no features to extract; extract is for tasks that train on precomputed features");
+    const auto summary = spec.extract(root, options->config, options->extract);
+    std::cout << "extracted " << summary.samples << " samples into " << options->extract.out.string();
     if (summary.skipped > 0) std::cout << " (" << summary.skipped << " clips skipped)";
     std::cout << "\n";
   });

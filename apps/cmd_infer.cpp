@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
-#include "mm/tasks/vlm_chat.h"
+#include "mm/tasks/model_registry.h"
 #include "mm/tokenizer/chat_template.h"
 
 namespace mm::cli {
@@ -138,13 +138,14 @@ void run_infer(InferOptions& o) {
   if (o.video_fps > 0) video.fps = o.video_fps;
   if (o.video_frames > 0) video.max_frames = o.video_frames;
   const auto start = std::chrono::steady_clock::now();
-  Qwen2_5_VLChat chat(o.model, parse_dtype(o.dtype));
-  log::info("loaded ", o.model, " (", o.dtype, ") in ",
+  const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain infer");
+  const auto chat = spec.open_chat(o.model, parse_dtype(o.dtype));
+  log::info("loaded ", o.model, " (", spec.family, ", ", o.dtype, ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
   ScratchDir scratch;
   const auto messages = messages_from(o, scratch);
-  if (o.show_prompt) std::cerr << chat.render(messages) << "\n";
-  std::cout << chat.reply(messages, o.generation, video) << std::endl;
+  if (o.show_prompt) std::cerr << chat->render(messages) << "\n";
+  std::cout << chat->reply(messages, o.generation, video) << std::endl;
 }
 
 }  // namespace
@@ -154,8 +155,8 @@ void add_infer_command(CLI::App& app) {
   options->generation.greedy = false;
   options->generation.max_new_tokens = 128;
   CLI::App* cmd = app.add_subcommand(
-      "infer", "Answer a prompt about images and videos with a vision-language model (Qwen2.5-VL); "
-               "`infer t2v` generates a video from text (Wan)");
+      "infer", "Answer a prompt about images and videos with a vision-language model (`mmtrain models` lists "
+               "them); `infer t2v` generates a video from text");
   cmd->add_option("--model", options->model, "Hugging Face model directory")->check(CLI::ExistingDirectory);
   cmd->add_option("--image", options->images, "Image file (JPEG, PNG, WebP); repeat for several")->check(CLI::ExistingFile);
   cmd->add_option("--video", options->videos, "Video file (anything FFmpeg reads); repeat for several")->check(CLI::ExistingFile);

@@ -12,7 +12,7 @@
 #include "mm/core/progress.h"
 #include "mm/media/image_decode.h"
 #include "mm/media/video_encode.h"
-#include "mm/tasks/wan_video_generation.h"
+#include "mm/tasks/model_registry.h"
 
 namespace fs = std::filesystem;
 
@@ -62,6 +62,8 @@ void run_t2v(VideoInferOptions& o) {
   encode.fps = o.fps;
   encode.validate();
   check_video_output_path(o.output);
+  const ModelSpec& spec =
+      model_spec_of(o.model, {ModelKind::text_to_video, ModelKind::image_to_video}, "mmtrain infer t2v");
   VideoRequest request;
   request.model = o.model;
   request.transformer = o.transformer;
@@ -73,7 +75,7 @@ void run_t2v(VideoInferOptions& o) {
   ProgressBar bar(o.sampling.steps, "sampling");
   bar.report_every(10);
   request.on_step = [&](int64_t step) { bar.update(step); };
-  const SampledVideo sample = generate_wan_video(request);
+  const SampledVideo sample = spec.generate_video(request);
   bar.finish();
   const auto frames = video_to_uint8_frames(sample.video[0]);
   const auto written = write_video(o.output, frames, encode);
@@ -88,8 +90,8 @@ void add_video_infer_commands(CLI::App& infer) {
   auto options = std::make_shared<VideoInferOptions>();
   options->sampling.steps = 50;
   CLI::App* cmd = infer.add_subcommand(
-      "t2v", "Text (and, with --image, image) to video with a Wan pipeline (diffusers layout); writes an mp4");
-  cmd->add_option("--model", options->model, "diffusers Wan pipeline directory")->required()->check(CLI::ExistingDirectory);
+      "t2v", "Text (and, with --image, image) to video with a diffusers pipeline (`mmtrain models` lists them); writes an mp4");
+  cmd->add_option("--model", options->model, "diffusers pipeline directory (e.g. WanPipeline, WanImageToVideoPipeline)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt", options->prompt, "What the video shows")->required();
   cmd->add_option("--image", options->image,
                   "First frame (JPEG/PNG/WebP), for an image-to-video pipeline (WanImageToVideoPipeline)")

@@ -7,9 +7,7 @@
 #include "mm/core/log.h"
 #include "mm/core/log_state.h"
 #include "mm/core/run_config.h"
-#include "mm/tasks/video_training.h"
-#include "mm/tasks/vlm_training.h"
-#include "mm/train/train_config.h"
+#include "mm/tasks/model_registry.h"
 
 namespace mm::cli {
 
@@ -29,9 +27,7 @@ void add_train_command(CLI::App& app) {
       ->check(key_value_validator());
   cmd->callback([options] {
     const auto root = load_run_config(options->config, options->overrides);
-    const auto summary = train_task_of(root, options->config) == "text_to_video"
-                             ? run_video_training(parse_video_train_config(root, options->config))
-                             : run_vlm_training(parse_train_config(root, options->config));
+    const auto summary = model_spec_of_run_config(root, options->config).train(root, options->config);
     if (log::rank() != 0) return;  // one summary for the whole job, from rank 0
     if (summary.already_finished) {
       std::cout << "nothing to do: the run in " << summary.final_model.parent_path().string() << " already finished its "

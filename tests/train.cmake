@@ -5,3 +5,5 @@ mm_test(test_train_parity ORACLES train_parity)
 mm_test(test_train_run)
 # What a new user hits on the command line: no data loss, usage errors, rank-0 summaries, refusals up front.
 mm_test(test_cli_new_user)
+# The model registry: families by their own keys, dispatch of every command, clear refusals.
+mm_test(test_model_registry)

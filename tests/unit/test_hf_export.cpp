@@ -170,11 +170,11 @@ TEST_F(HfExport, LoraIsMergedIntoTheExportOnly) {
   for (const auto& name : file.names()) EXPECT_EQ(name.find("lora"), std::string::npos) << name;
   // The merge changed the adapted weights only.
   auto before = Checkpoint::open(base);
-  EXPECT_FALSE(torch::equal(file.tensor("model.layers.0.self_attn.q_proj.weight"),
-                            before.tensor("model.layers.0.self_attn.q_proj.weight")));
-  EXPECT_FALSE(torch::equal(file.tensor("visual.blocks.1.attn.qkv.weight"), before.tensor("visual.blocks.1.attn.qkv.weight")));
-  EXPECT_TRUE(torch::equal(file.tensor("model.layers.0.self_attn.q_proj.bias"),
-                           before.tensor("model.layers.0.self_attn.q_proj.bias")));
+  EXPECT_FALSE(torch::equal(file.tensor("model.language_model.layers.0.self_attn.q_proj.weight"),
+                            before.tensor("model.language_model.layers.0.self_attn.q_proj.weight")));
+  EXPECT_FALSE(torch::equal(file.tensor("model.visual.blocks.1.attn.qkv.weight"), before.tensor("model.visual.blocks.1.attn.qkv.weight")));
+  EXPECT_TRUE(torch::equal(file.tensor("model.language_model.layers.0.self_attn.q_proj.bias"),
+                           before.tensor("model.language_model.layers.0.self_attn.q_proj.bias")));
   EXPECT_TRUE(torch::equal(file.tensor("lm_head.weight"), before.tensor("lm_head.weight")));
   expect_transformers_agrees(model, out, "lora");
 }

@@ -1,9 +1,12 @@
 // Qwen2.5-VL parity with transformers 5.17 (tests/reference/qwen2_5_vl_model.py): logits of every
 // case and config within 1e-4, M-RoPE positions exact, both checkpoint layouts and the sharded
 // copy, and the errors for broken checkpoints, configs and placeholder counts.
+#include <algorithm>
 #include <fstream>
 
 #include "mm/core/json_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
 #include "mm/nn/rotary.h"
 #include "mm/nn/weights.h"
 #include "model_cases.h"
@@ -77,6 +80,30 @@ TEST(Qwen2_5_VLModel, TiedEmbeddingsHaveNoLmHead) {
   EXPECT_FALSE(Checkpoint::open(model_dir("B")).contains("lm_head.weight"));
   EXPECT_TRUE(Checkpoint::open(model_dir("B")).contains("model.language_model.embed_tokens.weight"));
   EXPECT_TRUE(Checkpoint::open(model_dir("A")).contains("model.embed_tokens.weight"));
+}
+
+// Loader and export share one name map (qwen2_5_vl_state_dict.h): a checkpoint transformers saved
+// comes back out under exactly its names, tensor for tensor; an old-layout one in the new layout.
+TEST(Qwen2_5_VLModel, TheExportWritesTheNamesTransformersSaves) {
+  const auto out = temp_dir("qwen_export_names");
+  std::filesystem::remove_all(out);
+  auto model = load("B");
+  export_hf(model, model_dir("B"), out);
+  const auto source = Checkpoint::open(model_dir("B"));
+  const auto exported = Checkpoint::open(out);
+  auto names = exported.names();
+  auto expected = source.names();
+  std::sort(names.begin(), names.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
+  for (const auto& name : expected) EXPECT_TRUE(torch::equal(exported.tensor(name), source.tensor(name))) << name;
+  for (const auto& name : expected) {
+    const auto module_name = qwen2_5_vl_module_name(name, /*tied_embeddings=*/true);
+    EXPECT_EQ(qwen2_5_vl_hf_name(module_name), name);
+  }
+  EXPECT_EQ(qwen2_5_vl_module_name("model.embed_tokens.weight", false), "model.embed_tokens.weight");  // old layout
+  EXPECT_EQ(qwen2_5_vl_module_name("lm_head.weight", true), "");
+  std::filesystem::remove_all(out);
 }
 
 TEST(Qwen2_5_VLModel, ShardedCheckpointLoadsTheSameWeights) {

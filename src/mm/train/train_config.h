@@ -111,7 +111,8 @@ struct TrainConfig {
   YAML::Node source;
 };
 
-// The run config's `task` (vlm when absent | text_to_video): which trainer reads the rest.
+// The run config's `task` (vlm when absent): the model registry (tasks/model_registry.h) maps it to
+// the family that trains it and refuses a name no family trains.
 std::string train_task_of(const YAML::Node& root, const std::string& file);
 
 // The sections every trainer shares, read from `root` into `out` (errors name `file` and the

@@ -8,6 +8,7 @@
 #include "mm/core/json_config.h"
 #include "mm/core/output_dir.h"
 #include "mm/core/safetensors.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/weights.h"
 
@@ -26,7 +27,7 @@ std::string torch_dtype_name(c10::ScalarType dtype) {
   }
 }
 
-// The weights as the checkpoint stores them: adapters folded in, their own tensors dropped.
+// The weights as transformers stores them (its names): adapters folded in, their own tensors dropped.
 std::vector<std::pair<std::string, torch::Tensor>> export_tensors(Qwen2_5_VLForConditionalGenerationImpl& model) {
   std::map<std::string, const LinearImpl*> adapted;  // "<linear>.weight" -> layer with an adapter
   for (const auto& item : model.named_modules("", /*include_self=*/false))
@@ -36,7 +37,7 @@ std::vector<std::pair<std::string, torch::Tensor>> export_tensors(Qwen2_5_VLForC
   for (auto& [name, tensor] : named_weights(model)) {
     if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) continue;
     const auto it = adapted.find(name);
-    out.emplace_back(name, (it == adapted.end() ? tensor : it->second->merged_weight()).detach().to(torch::kCPU));
+    out.emplace_back(qwen2_5_vl_hf_name(name), (it == adapted.end() ? tensor : it->second->merged_weight()).detach().to(torch::kCPU));
   }
   return out;
 }

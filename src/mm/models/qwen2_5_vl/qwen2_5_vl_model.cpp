@@ -10,6 +10,7 @@
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
 #include "mm/nn/weights.h"
 
 namespace mm {
@@ -28,16 +29,6 @@ std::vector<int64_t> merged_token_counts(const torch::Tensor& grid_thw, int64_t 
 void check_grid(const torch::Tensor& grid, const char* name) {
   MM_CHECK(grid.defined(), name, " is required with the matching pixel values");
   MM_CHECK(grid.dim() == 2 && grid.size(1) == 3, name, " must be [items, 3] (t, h, w), got ", grid.sizes());
-}
-
-// Maps a checkpoint tensor name to this module's (the published layout); "" skips it.
-std::string module_name_of(const std::string& name, bool tied) {
-  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-  if (starts("model.language_model.")) return "model." + name.substr(std::strlen("model.language_model."));
-  if (starts("model.visual.")) return name.substr(std::strlen("model."));
-  // A tied model computes logits with the embedding matrix; a stored copy of it is redundant.
-  if (tied && name == "lm_head.weight") return "";
-  return name;
 }
 
 }  // namespace
@@ -73,7 +64,7 @@ Qwen2_5_VLForConditionalGeneration Qwen2_5_VLForConditionalGenerationImpl::from_
   result->to(dtype);
   const bool tied = config.text.tie_word_embeddings;
   WeightLoadOptions options;
-  options.checkpoint_to_module = [tied](const std::string& name) { return module_name_of(name, tied); };
+  options.checkpoint_to_module = [tied](const std::string& name) { return qwen2_5_vl_module_name(name, tied); };
   load_weights(*result, Checkpoint::open(dir), options);
   result->eval();
   return result;

@@ -1,0 +1,201 @@
+#include "mm/tasks/model_registry.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+
+#include "mm/core/error.h"
+#include "mm/core/json_config.h"
+#include "mm/tasks/qwen2_5_vl_checkpoint.h"
+#include "mm/tasks/video_train_config.h"
+#include "mm/tasks/video_training.h"
+#include "mm/tasks/vlm_chat.h"
+#include "mm/tasks/vlm_training.h"
+#include "mm/tasks/wan_feature_extraction.h"
+#include "mm/tasks/wan_training_export.h"
+#include "mm/tasks/wan_video_generation.h"
+#include "mm/train/train_config.h"
+
+namespace fs = std::filesystem;
+
+namespace mm {
+namespace {
+
+ModelSpec qwen2_5_vl() {
+  ModelSpec s;
+  s.name = "qwen2_5_vl";
+  s.family = "Qwen2.5-VL";
+  s.kind = ModelKind::vision_language;
+  s.key = {"config.json", "model_type", "qwen2_5_vl"};
+  s.checkpoint_key = s.key;
+  s.train_task = "vlm";
+  s.open_chat = [](const fs::path& dir, at::ScalarType dtype) -> std::unique_ptr<VisionLanguageChat> {
+    return std::make_unique<Qwen2_5_VLChat>(dir, dtype);
+  };
+  s.train = [](const YAML::Node& root, const std::string& file) {
+    return run_vlm_training(parse_train_config(root, file));
+  };
+  s.export_checkpoint = export_qwen2_5_vl_checkpoint;
+  s.as_training_checkpoint = qwen2_5_vl_as_training_checkpoint;
+  return s;
+}
+
+ModelSpec wan_text_to_video() {
+  ModelSpec s;
+  s.name = "wan_t2v";
+  s.family = "Wan2.1 / Wan2.2 text-to-video";
+  s.kind = ModelKind::text_to_video;
+  s.key = {"model_index.json", "_class_name", "WanPipeline"};
+  s.checkpoint_key = {"config.json", "_class_name", "WanTransformer3DModel"};
+  s.train_task = "text_to_video";
+  s.generate_video = generate_wan_video;
+  s.train = [](const YAML::Node& root, const std::string& file) {
+    return run_video_training(parse_video_train_config(root, file));
+  };
+  s.extract = [](const YAML::Node& root, const std::string& file, ExtractOptions options) {
+    return extract_wan_features(parse_video_train_config(root, file), file, std::move(options));
+  };
+  s.export_checkpoint = export_wan_training_checkpoint;
+  return s;
+}
+
+ModelSpec wan_image_to_video() {
+  ModelSpec s;
+  s.name = "wan_i2v";
+  s.family = "Wan2.1 / Wan2.2 image-to-video";
+  s.kind = ModelKind::image_to_video;
+  s.key = {"model_index.json", "_class_name", "WanImageToVideoPipeline"};
+  s.generate_video = generate_wan_video;
+  return s;
+}
+
+std::string supported_keys() {
+  std::string out;
+  for (const auto& spec : model_registry()) out += str_cat(out.empty() ? "" : "; ", spec.key.describe(), " (", spec.family, ")");
+  return out;
+}
+
+// The string at `field` of a JSON file, "" when the file or the field is absent or not a string.
+std::string key_value(const fs::path& file, const std::string& field) {
+  if (!fs::is_regular_file(file)) return "";
+  const auto json = read_json_file(file);
+  if (!json.is_object() || !json.contains(field) || !json[field].is_string()) return "";
+  return json[field].get<std::string>();
+}
+
+// What the directory's key files say, for an error: "config.json model_type 'x'".
+std::string held_keys(const fs::path& dir) {
+  std::map<std::pair<std::string, std::string>, bool> seen;
+  std::string out;
+  for (const auto& spec : model_registry()) {
+    if (seen[{spec.key.file, spec.key.field}]) continue;
+    seen[{spec.key.file, spec.key.field}] = true;
+    if (!fs::is_regular_file(dir / spec.key.file)) continue;
+    out += str_cat(out.empty() ? "" : ", ", spec.key.file, " ", spec.key.field, " '", key_value(dir / spec.key.file, spec.key.field), "'");
+  }
+  return out;
+}
+
+std::string command_for(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::vision_language: return "mmtrain infer / mmtrain eval";
+    case ModelKind::text_to_video:
+    case ModelKind::image_to_video: return "mmtrain infer t2v";
+  }
+  return "";
+}
+
+}  // namespace
+
+const char* to_string(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::vision_language: return "vision-language";
+    case ModelKind::text_to_video: return "text-to-video";
+    case ModelKind::image_to_video: return "image-to-video";
+  }
+  return "?";
+}
+
+std::string ModelKey::describe() const { return str_cat(file, " ", field, ": ", value); }
+
+std::string ModelSpec::commands() const {
+  std::vector<std::string> parts;
+  if (open_chat) parts.push_back("infer, eval");
+  if (generate_video) parts.push_back(kind == ModelKind::image_to_video ? "infer t2v --image [--last-image]" : "infer t2v");
+  if (train) parts.push_back("train (task: " + train_task + ")");
+  if (extract) parts.push_back("extract");
+  if (export_checkpoint) parts.push_back("export and convert of its training checkpoints");
+  if (as_training_checkpoint) parts.push_back("convert --slices N of a model directory");
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+const std::vector<ModelSpec>& model_registry() {
+  static const std::vector<ModelSpec> registry = {qwen2_5_vl(), wan_text_to_video(), wan_image_to_video()};
+  return registry;
+}
+
+const ModelSpec& model_spec_of(const fs::path& dir) {
+  MM_CHECK(fs::is_directory(dir), dir.string(), ": not a directory");
+  for (const auto& spec : model_registry())
+    if (key_value(dir / spec.key.file, spec.key.field) == spec.key.value) return spec;
+  const auto held = held_keys(dir);
+  MM_CHECK(!held.empty(), dir.string(),
+           ": has neither config.json nor model_index.json, so it is no Hugging Face model or diffusers pipeline "
+           "directory (supported: ", supported_keys(), ")");
+  fail(dir.string(), ": ", held, " is no model family this build supports (supported: ", supported_keys(),
+       "; `mmtrain models` lists them)");
+}
+
+const ModelSpec& model_spec_of(const fs::path& dir, const std::vector<ModelKind>& kinds, const std::string& command) {
+  const ModelSpec& spec = model_spec_of(dir);
+  for (const auto kind : kinds)
+    if (spec.kind == kind) return spec;
+  fail(dir.string(), " is a ", to_string(spec.kind), " model (", spec.family, ", ", spec.key.describe(), "); ", command,
+       " does not run it: use ", command_for(spec.kind));
+}
+
+const ModelSpec& model_spec_of_checkpoint(const fs::path& checkpoint_dir) {
+  const auto file = checkpoint_dir / "config.json";
+  MM_CHECK(fs::is_regular_file(file), file.string(), ": missing (a training checkpoint carries its model's config)");
+  std::string supported;
+  for (const auto& spec : model_registry()) {
+    if (spec.checkpoint_key.value.empty()) continue;
+    if (key_value(file, spec.checkpoint_key.field) == spec.checkpoint_key.value) return spec;
+    supported += str_cat(supported.empty() ? "" : ", ", spec.checkpoint_key.field, " ", spec.checkpoint_key.value, " (",
+                         spec.family, ")");
+  }
+  fail(file.string(), ": model_type '", key_value(file, "model_type"), "', _class_name '", key_value(file, "_class_name"),
+       "' is no training checkpoint of a family mmtrain trains (supported: ", supported, ")");
+}
+
+const ModelSpec& model_spec_of_run_config(const YAML::Node& root, const std::string& file) {
+  const std::string task = train_task_of(root, file);
+  std::string tasks;
+  const ModelSpec* found = nullptr;
+  for (const auto& spec : model_registry()) {
+    if (!spec.train) continue;
+    tasks += (tasks.empty() ? "" : ", ") + spec.train_task;
+    if (spec.train_task == task) found = &spec;
+  }
+  MM_CHECK(found, file, ": task: '", task, "' is not one of ", tasks);
+  // The model directory is the truth: a run config whose task trains another family than the
+  // directory holds fails here, before anything is loaded.
+  const YAML::Node model = root["model"];
+  if (model.IsMap() && model["path"].IsScalar()) {
+    const fs::path dir = model["path"].as<std::string>();
+    if (fs::is_directory(dir)) {
+      const ModelSpec* held = nullptr;
+      for (const auto& spec : model_registry())
+        if (key_value(dir / spec.key.file, spec.key.field) == spec.key.value) held = &spec;
+      MM_CHECK(!held || held == found || held->train_task == task, file, ": model.path ", dir.string(), " is ",
+               held->family, " (", held->key.describe(), "), which task: ", task, " does not train",
+               held->train_task.empty() ? std::string(" (mmtrain does not train it)")
+                                        : str_cat(" (set task: ", held->train_task, ")"));
+    }
+  }
+  return *found;
+}
+
+}  // namespace mm
