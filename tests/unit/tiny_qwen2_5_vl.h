@@ -54,7 +54,7 @@ inline Qwen2_5_VLInputs tiny_sample(const Qwen2_5_VLConfig& c, int64_t before, i
 inline torch::Tensor summed_next_token_loss(const torch::Tensor& logits, const torch::Tensor& input_ids) {
   const int64_t n = logits.size(1);
   return torch::nn::functional::cross_entropy(
-      logits[0].slice(0, 0, n - 1).to(torch::kFloat32), input_ids[0].slice(0, 1, n),
+      logits[0].slice(0, 0, n - 1).to(torch::kFloat32), input_ids[0].slice(0, 1, n).to(logits.device()),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 

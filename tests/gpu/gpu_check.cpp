@@ -1,0 +1,314 @@
+// The program `./mm gpu-check` runs on a machine with a CUDA GPU (tests/gpu/README.md):
+//   1. parity: the models and the training step on CUDA equal the CPU path every test proves
+//      against transformers/diffusers (tiny Qwen2.5-VL: logits, 16 greedy tokens, gradients, one
+//      AdamW step, bf16 autocast; tiny Wan DiT: output and gradients). TF32 is off, so fp32 on
+//      the GPU must agree with the CPU to rounding.
+//   2. speed at real tensor shapes (layers truncated to fit): one forward + backward of
+//      Qwen2.5-VL-7B (4 decoder layers, 4 ViT blocks, a 448x448 image and 3840 text tokens) and of
+//      two Wan2.1-14B blocks at 480p x 81 frames (32760 tokens), bf16 autocast over fp32 weights;
+//      bench/gpu_reference.py times transformers and diffusers at the same shapes.
+// Usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu]. One JSON line per check and per
+// benchmark on stdout; the exit status is the number of failed checks (2 when no GPU is visible).
+// --device cpu runs the checks CPU against CPU, without benchmarks: a dry run of this program.
+#include <c10/core/CachingDeviceAllocator.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "mm/core/json_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/wan/wan_transformer.h"
+#include "mm/tasks/generation.h"
+#include "mm/tasks/vlm_step.h"
+#include "mm/train/autocast.h"
+#include "mm/train/optimizer.h"
+#include "unit/tiny_qwen2_5_vl.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The device checked against the CPU: CUDA, or the CPU itself with --device cpu (a dry run of the
+// program on a machine without a GPU).
+torch::Device kCuda(torch::kCUDA, 0);
+int failures = 0;
+
+void report(const std::string& check, bool ok, nlohmann::json details = nlohmann::json::object()) {
+  details["check"] = check;
+  details["ok"] = ok;
+  if (!ok) ++failures;
+  std::cout << details.dump() << std::endl;
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.detach().to(torch::kCPU, torch::kFloat64) - b.detach().to(torch::kCPU, torch::kFloat64)).abs().max().item<double>();
+}
+
+// The largest difference of same-named gradients, relative to the largest CPU gradient.
+double grad_diff(torch::nn::Module& cpu, torch::nn::Module& gpu) {
+  auto theirs = gpu.named_parameters();
+  double diff = 0, scale = 1e-12;
+  for (const auto& p : cpu.named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    diff = std::max(diff, max_abs_diff(p.value().grad(), theirs[p.key()].grad()));
+    scale = std::max(scale, p.value().grad().abs().max().item<double>());
+  }
+  return diff / scale;
+}
+
+mm::TrainSample train_sample(const mm::Qwen2_5_VLConfig& config, int64_t before, int64_t after, uint64_t seed) {
+  auto in = mm::testing::tiny_sample(config, before, 4, 8, after, seed);
+  mm::TrainSample s;
+  s.index = static_cast<int64_t>(seed);
+  s.input_ids = in.input_ids[0];
+  s.targets = torch::full_like(s.input_ids, mm::kIgnoreIndex);
+  const int64_t n = s.input_ids.size(0);
+  s.targets.slice(0, n - after - 1, n - 1).copy_(s.input_ids.slice(0, n - after, n));
+  s.pixel_values = in.pixel_values;
+  s.image_grid_thw = in.image_grid_thw;
+  s.position_ids = mm::qwen2_5_vl_rope_index(config, in).position_ids.squeeze(1);
+  return s;
+}
+
+void qwen_parity() {
+  using mm::testing::tiny_model;
+  auto cpu = tiny_model(5);
+  auto gpu = tiny_model(5);
+  gpu->to(kCuda);
+  const auto config = cpu->config();
+  const auto in = mm::testing::tiny_sample(config, 5, 4, 8, 6, 12);
+  {
+    torch::NoGradGuard no_grad;
+    cpu->eval();
+    gpu->eval();
+    const auto a = cpu->forward(in), b = gpu->forward(in);
+    report("qwen2_5_vl.logits_fp32", b.device() == kCuda && max_abs_diff(a, b) < 1e-4,
+           {{"max_abs_diff", max_abs_diff(a, b)}, {"device", b.device().str()}});
+    mm::GenerationConfig greedy;
+    greedy.greedy = true;
+    greedy.max_new_tokens = 16;
+    const auto ta = mm::generate(cpu, in, greedy), tb = mm::generate(gpu, in, greedy);
+    report("qwen2_5_vl.greedy_16_tokens", ta == tb, {{"cpu", ta}, {"cuda", tb}});
+  }
+  cpu->train();
+  gpu->train();
+  const auto la = mm::testing::summed_next_token_loss(cpu->forward(in), in.input_ids);
+  const auto lb = mm::testing::summed_next_token_loss(gpu->forward(in), in.input_ids);
+  la.backward();
+  lb.backward();
+  report("qwen2_5_vl.loss_and_gradients_fp32",
+         std::abs(la.item<double>() - lb.item<double>()) < 1e-4 * std::abs(la.item<double>()) &&
+             grad_diff(*cpu, *gpu) < 1e-4,
+         {{"loss_cpu", la.item<double>()}, {"loss_cuda", lb.item<double>()}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
+
+  // One step of the trainer's own step (padded batch of two samples, clipping, fused AdamW).
+  auto step = [&](mm::Qwen2_5_VLForConditionalGeneration& model, bool bf16) {
+    model->zero_grad();
+    mm::NamedParams named;
+    std::vector<torch::Tensor> params;
+    for (auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value()), params.push_back(p.value());
+    mm::AdamWConfig optim;
+    optim.lr = 1e-3;
+    mm::AdamW optimizer(named, optim);
+    const auto batch = mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0);
+    mm::StepOptions options;
+    options.bf16_autocast = bf16;
+    return mm::train_step(model, optimizer, optim.lr, params, {batch}, options);
+  };
+  auto cpu_step = tiny_model(9), gpu_step = tiny_model(9);
+  gpu_step->to(kCuda);
+  const auto ra = step(cpu_step, false), rb = step(gpu_step, false);
+  double weight_diff = 0;
+  auto updated = gpu_step->named_parameters();
+  for (const auto& p : cpu_step->named_parameters()) weight_diff = std::max(weight_diff, max_abs_diff(p.value(), updated[p.key()]));
+  // AdamW's first step moves every weight by lr * g / (|g| + eps): a weight whose gradient is near
+  // zero turns rounding-level gradient differences into a visible share of lr. So the updated
+  // weights are held to a tenth of lr, the loss and the norm to rounding.
+  report("qwen2_5_vl.train_step_fp32",
+         std::abs(ra.loss - rb.loss) < 1e-5 * ra.loss && std::abs(ra.grad_norm - rb.grad_norm) < 1e-4 * ra.grad_norm &&
+             weight_diff < 0.1 * 1e-3,
+         {{"loss_cpu", ra.loss}, {"loss_cuda", rb.loss}, {"grad_norm_cpu", ra.grad_norm},
+          {"grad_norm_cuda", rb.grad_norm}, {"weights_max_abs_diff", weight_diff}});
+  auto gpu_bf16 = tiny_model(9);
+  gpu_bf16->to(kCuda);
+  const auto rc = step(gpu_bf16, true);
+  report("qwen2_5_vl.train_step_bf16_autocast", std::isfinite(rc.loss) && std::abs(rc.loss - ra.loss) < 2e-2 * ra.loss,
+         {{"loss_fp32_cpu", ra.loss}, {"loss_bf16_cuda", rc.loss}});
+}
+
+void wan_parity(const fs::path& source) {
+  const auto config = mm::WanTransformerConfig::from_file(source / "examples/wan/tiny-synth/transformer/config.json");
+  torch::manual_seed(3);
+  mm::WanTransformer3DModel cpu(config);
+  torch::manual_seed(3);
+  mm::WanTransformer3DModel gpu(config);
+  gpu->to(kCuda);
+  auto gen = at::detail::createCPUGenerator(4);
+  const auto latents = torch::randn({1, config.in_channels, 3, 8, 8}, gen);
+  const auto text = torch::randn({1, 7, config.text_dim}, gen);
+  const auto t = torch::tensor({500.0});
+  const auto a = cpu->forward(latents, t, text), b = gpu->forward(latents, t, text);
+  a.square().sum().backward();
+  b.square().sum().backward();
+  report("wan_dit.output_and_gradients_fp32",
+         b.device() == kCuda && max_abs_diff(a, b) < 1e-4 && grad_diff(*cpu, *gpu) < 1e-4,
+         {{"max_abs_diff", max_abs_diff(a, b)}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
+}
+
+struct Timing {
+  double median_ms;
+  double peak_gib;
+};
+
+// Median wall time of `steps` synchronized calls after two warm-ups, and the peak allocation.
+Timing time_steps(const std::function<void()>& f, int steps) {
+  auto* allocator = c10::getDeviceAllocator(c10::kCUDA);
+  for (int i = 0; i < 2; ++i) f();
+  torch::cuda::synchronize();
+  allocator->resetPeakStats(0);
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    torch::cuda::synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const auto stats = allocator->getDeviceStats(0);
+  const double peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  return {ms[ms.size() / 2], peak / (1024.0 * 1024 * 1024)};
+}
+
+// H200 dense bf16 peak, for model FLOPs utilisation.
+constexpr double kPeakFlops = 989e12;
+
+int64_t matmul_params(torch::nn::Module& module, const std::string& prefix) {
+  int64_t n = 0;
+  for (const auto& p : module.named_parameters())
+    if (p.key().rfind(prefix, 0) == 0 && p.value().dim() >= 2 && p.key().find("embed_tokens") == std::string::npos)
+      n += p.value().numel();
+  return n;
+}
+
+void bench_qwen(const fs::path& source) {
+  const auto config = mm::Qwen2_5_VLConfig::from_file(source / "bench/configs/qwen2_5_vl_7b_4_layers.json");
+  torch::manual_seed(0);
+  mm::Qwen2_5_VLForConditionalGeneration model(config);
+  model->to(kCuda);
+  model->train();
+  const int64_t grid = 32, text = 3840, merged = grid * grid / 4;
+  auto gen = at::detail::createCPUGenerator(1);
+  auto ids = torch::cat({torch::tensor({config.vision_start_token_id}), torch::full({merged}, config.image_token_id, torch::kInt64),
+                         torch::tensor({config.vision_end_token_id}), torch::randint(0, 150000, {text}, gen, torch::kInt64)});
+  mm::Qwen2_5_VLInputs in;
+  in.input_ids = ids.unsqueeze(0);
+  in.pixel_values = torch::randn({grid * grid, 3 * 2 * 14 * 14}, gen).to(kCuda);
+  in.image_grid_thw = torch::tensor({int64_t{1}, grid, grid}).view({1, 3});
+  in.input_ids = in.input_ids.to(kCuda);
+  const int64_t tokens = ids.size(0);
+  auto step = [&] {
+    model->zero_grad();
+    torch::Tensor loss;
+    {
+      mm::AutocastGuard autocast(true, c10::DeviceType::CUDA);
+      loss = mm::testing::summed_next_token_loss(model->forward(in), in.input_ids) / static_cast<double>(tokens);
+    }
+    loss.backward();
+  };
+  const auto timing = time_steps(step, 5);
+  const auto& t = config.text;
+  const double flops = 6.0 * (matmul_params(*model, "model.") + matmul_params(*model, "lm_head")) * tokens +
+                       6.0 * matmul_params(*model, "visual.") * grid * grid +
+                       6.0 * t.num_hidden_layers * static_cast<double>(tokens) * tokens * t.hidden_size;  // causal attention
+  std::cout << nlohmann::json{{"bench", "qwen2_5_vl_7b_4_layers.fwd_bwd_bf16"}, {"impl", "mmtrain"},
+                              {"tokens", tokens}, {"step_ms", timing.median_ms},
+                              {"tokens_per_s", tokens / (timing.median_ms / 1e3)},
+                              {"mfu", flops / (timing.median_ms / 1e3) / kPeakFlops}, {"peak_gib", timing.peak_gib}}
+                   .dump()
+            << std::endl;
+}
+
+void bench_wan(const fs::path& source) {
+  const auto config = mm::WanTransformerConfig::from_file(source / "bench/configs/wan2_1_14b_2_blocks.json");
+  torch::manual_seed(0);
+  mm::WanTransformer3DModel model(config);
+  model->to(kCuda);
+  model->train();
+  auto gen = at::detail::createCPUGenerator(1);
+  const auto latents = torch::randn({1, 16, 21, 60, 104}, gen).to(kCuda);
+  const auto text = torch::randn({1, 512, 4096}, gen).to(kCuda);
+  const auto t = torch::tensor({500.0}).to(kCuda);
+  const int64_t tokens = 21 * 30 * 52;
+  auto step = [&] {
+    model->zero_grad();
+    torch::Tensor loss;
+    {
+      mm::AutocastGuard autocast(true, c10::DeviceType::CUDA);
+      loss = model->forward(latents, t, text).to(torch::kFloat32).square().mean();
+    }
+    loss.backward();
+  };
+  const auto timing = time_steps(step, 3);
+  const double dim = 5120;
+  const double flops = 6.0 * matmul_params(*model, "blocks.") * tokens +
+                       config.num_layers * 12.0 * static_cast<double>(tokens) * tokens * dim +  // self-attention
+                       config.num_layers * 12.0 * tokens * 512.0 * dim;                          // cross-attention
+  std::cout << nlohmann::json{{"bench", "wan2_1_14b_2_blocks.fwd_bwd_bf16"}, {"impl", "mmtrain"}, {"tokens", tokens},
+                              {"step_ms", timing.median_ms}, {"tokens_per_s", tokens / (timing.median_ms / 1e3)},
+                              {"mfu", flops / (timing.median_ms / 1e3) / kPeakFlops}, {"peak_gib", timing.peak_gib}}
+                   .dump()
+            << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu]\n";
+    return 2;
+  }
+  const fs::path source = argv[1];
+  bool bench = true;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--no-bench") {
+      bench = false;
+    } else if (arg == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cpu") {
+      kCuda = torch::Device(torch::kCPU);
+      bench = false;
+      ++i;
+    } else {
+      std::cerr << "gpu_check: unknown argument '" << arg << "' (SOURCE_DIR [--no-bench] [--device cpu])\n";
+      return 2;
+    }
+  }
+  if (kCuda.is_cuda() && !torch::cuda::is_available()) {
+    std::cerr << "gpu_check: no CUDA device is visible to libtorch (torch::cuda::is_available() is false)\n";
+    return 2;
+  }
+  // fp32 on the GPU must be fp32: TF32 matmuls would differ from the CPU by ~1e-3.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  const auto run = [](const char* name, const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      report(name, false, {{"error", std::string(e.what()).substr(0, 2000)}});
+    }
+  };
+  run("qwen2_5_vl", qwen_parity);
+  run("wan_dit", [&] { wan_parity(source); });
+  if (bench) {
+    run("bench.qwen2_5_vl", [&] { bench_qwen(source); });
+    torch::cuda::synchronize();
+    c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+    run("bench.wan", [&] { bench_wan(source); });
+  }
+  std::cout << nlohmann::json{{"failures", failures}}.dump() << std::endl;
+  return failures;
+}
