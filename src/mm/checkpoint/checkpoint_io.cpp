@@ -348,6 +348,27 @@ WholeTrainingCheckpoint load_whole_training_checkpoint(const fs::path& dir, int6
   return out;
 }
 
+NamedTensors load_whole_optimizer_tensors(const fs::path& dir, const std::string& prefix) {
+  const auto starts = [&](const std::string& name) { return name.rfind(prefix, 0) == 0; };
+  NamedTensors out;
+  if (!fs::is_regular_file(dir / kSharding)) {
+    for (auto& [name, t] : checkpoint_tensors(load_training_checkpoint(dir).optimizer))
+      if (starts(name)) out.emplace_back(name, t.clone());  // the mapping ends with this function
+    return out;
+  }
+  const auto sharding = read_json(dir / kSharding);
+  const auto [shards, world] = sharding_counts(sharding, dir / kSharding);
+  nlohmann::json layouts = nlohmann::json::object();
+  const auto all = sharding.value("optimizer", nlohmann::json::object());
+  MM_CHECK(all.is_object(), (dir / kSharding).string(), ": optimizer must map tensor names to layouts");
+  for (const auto& [name, layout] : all.items())
+    if (starts(name)) layouts[name] = layout;
+  std::vector<Checkpoint> slices;
+  for (int64_t k = 0; k < shards; ++k) slices.push_back(Checkpoint::open(dir / optimizer_slice_file(k, shards)));
+  for (auto& [name, t] : whole_tensors(layouts, slices, dir / kSharding, "optimizer")) out.emplace_back(name, t.clone());
+  return out;
+}
+
 std::vector<fs::path> checkpoint_extra_files(const fs::path& dir) {
   const auto ends_with = [](const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;

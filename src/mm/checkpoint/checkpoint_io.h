@@ -106,6 +106,10 @@ struct WholeTrainingCheckpoint {
 };
 WholeTrainingCheckpoint load_whole_training_checkpoint(const std::filesystem::path& dir, int64_t rank = 0);
 
+// Only the optimizer-state tensors whose names start with `prefix` ("ema."), whole, from a
+// checkpoint of any number of processes: what the final export needs without the whole state.
+NamedTensors load_whole_optimizer_tensors(const std::filesystem::path& dir, const std::string& prefix);
+
 // The files of checkpoint `dir` besides its tensors, sharding.json and trainer_state.json.
 std::vector<std::filesystem::path> checkpoint_extra_files(const std::filesystem::path& dir);
 

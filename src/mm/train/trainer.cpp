@@ -71,6 +71,7 @@ class Trainer {
   void save(int64_t step);
   void update_ema();
   NamedTensors ema_weights() const;
+  NamedTensors ema_for_export() const;
   void log_state_bytes(MetricsLogger& metrics) const;
   bool is_main() const { return mesh_->is_main(); }
 
@@ -234,7 +235,26 @@ void Trainer::update_ema() {
   for (size_t i = 0; i < ema_.size(); ++i) ema_[i].second.mul_(decay).add_(params_[i].detach().to(at::kFloat), 1 - decay);
 }
 
-// The EMA weights under the module's names, in the parameters' dtype (one process only).
+// The EMA weights under the module's names, in the parameters' dtype. Under data parallelism each
+// rank keeps the EMA of its own shards; the checkpoint just saved holds them all, and rank 0 reads
+// them back whole from it (the EMA tensors alone).
+NamedTensors Trainer::ema_for_export() const {
+  if (ema_.empty() || !parallel_) return ema_weights();
+  const auto dir = output_ / "checkpoints" / checkpoint_dir_name(step_);
+  std::map<std::string, at::ScalarType> dtypes;
+  for (const auto& p : task_->module().named_parameters()) dtypes[p.key()] = p.value().scalar_type();
+  NamedTensors out;
+  for (auto& [name, t] : load_whole_optimizer_tensors(dir, "ema.")) {
+    const auto weight = name.substr(std::string("ema.").size());
+    const auto it = dtypes.find(weight);
+    MM_CHECK(it != dtypes.end(), dir.string(), ": EMA tensor ", name, " names no parameter of the model");
+    out.emplace_back(weight, t.to(it->second));
+  }
+  MM_CHECK(!out.empty(), dir.string(), ": holds no EMA tensors, though the run keeps an EMA");
+  return out;
+}
+
+// The EMA weights of a one-process run (whole tensors) under the module's names.
 NamedTensors Trainer::ema_weights() const {
   NamedTensors out;
   for (size_t i = 0; i < ema_.size(); ++i)
@@ -358,12 +378,9 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
   summary.steps = step_;
   summary.final_loss = last_loss;
   summary.final_model = output_ / "final";
-  if (parallel_) {
-    parallel_->gather_all_for_export();  // the whole model on every rank from here
-    if (!ema_.empty()) log::warn("ema: under data parallelism the EMA is kept per shard and not exported");
-  }
+  if (parallel_) parallel_->gather_all_for_export();  // the whole model on every rank from here
   if (is_main()) {
-    task_->export_final(summary.final_model, parallel_ ? NamedTensors() : ema_weights());
+    task_->export_final(summary.final_model, ema_for_export());
     log::info("final model (", task_->export_format(), ") in ", summary.final_model.string());
   }
   const auto skipped = skipped_json(all_skips());  // a named value: items() only refers to it
