@@ -2,6 +2,7 @@
 // case and config within 1e-4, M-RoPE positions exact, both checkpoint layouts and the sharded
 // copy, and the errors for broken checkpoints, configs and placeholder counts.
 #include <algorithm>
+#include <functional>
 #include <fstream>
 
 #include "mm/core/json_config.h"
@@ -162,6 +163,33 @@ TEST(Qwen2_5_VLModel, UnexpectedTensorIsNamed) {
   auto dir = broken_copy("unexpected", tensors);
   EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
                    "unexpected: model.layers.7.mlp.up_proj.weight");
+}
+
+// Sizes in config.json are bounded before anything is allocated: by the checkpoint's own layer
+// and block counts, and by the machine's memory (also for a model built from its config alone).
+TEST(Qwen2_5_VLModel, ConfigSizesBeyondTheCheckpointOrTheMachineFailFastNamingTheKey) {
+  const auto with = [](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    auto json = read_json_file(model_dir("A") / "config.json");
+    edit(json);
+    auto dir = temp_dir(name);
+    std::ofstream(dir / "config.json") << json.dump();
+    std::filesystem::copy_file(model_dir("A") / "model.safetensors", dir / "model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+    return dir;
+  };
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+                       with("huge_layers", [](auto& j) { j["text_config"]["num_hidden_layers"] = 1000000000; })),
+                   "text_config.num_hidden_layers (1000000000) x a decoder layer");
+  const auto held = load("A")->config().text.num_hidden_layers;
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+                       with("more_layers", [&](auto& j) { j["text_config"]["num_hidden_layers"] = held + 1; })),
+                   str_cat("text_config.num_hidden_layers is ", held + 1, ", but the checkpoint in"));
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+                       with("more_blocks", [](auto& j) { j["vision_config"]["depth"] = 40; })),
+                   "vision_config.depth is 40, but the checkpoint in");
+  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+                       with("huge_vocab", [](auto& j) { j["text_config"]["vocab_size"] = int64_t{1} << 40; })),
+                   "text_config.vocab_size (1099511627776) x hidden_size");
 }
 
 TEST(Qwen2_5_VLModel, ConfigMissingRequiredKeyIsNamed) {

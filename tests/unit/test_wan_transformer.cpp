@@ -203,6 +203,9 @@ TEST(WanTransformerErrors, BadConfigsAndCheckpointsAreNamed) {
                    "eps: has the wrong type");
   EXPECT_THROW_MSG(WanTransformer3DModelImpl::from_pretrained(write("layers", with("num_layers", 3))),
                    "missing: blocks.2.");
+  // A size no machine holds fails before anything is allocated, naming the key.
+  EXPECT_THROW_MSG(WanTransformer3DModelImpl::from_pretrained(write("huge", with("num_layers", 1000000000))),
+                   "num_layers (1000000000) x a block");
   EXPECT_THROW_MSG(WanTransformer3DModelImpl::from_pretrained(write("ffn", with("ffn_dim", 48))),
                    "wrong shape: blocks.0.ffn.net.0.proj.bias");
   EXPECT_THROW_MSG(WanTransformer3DModelImpl::from_pretrained(write("norm", with("cross_attn_norm", false))),

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "mm/core/error.h"
+#include "mm/core/memory_bounds.h"
 #include "mm/nn/gated_mlp.h"
 
 namespace mm {
@@ -66,6 +67,23 @@ void Qwen2TextConfig::validate() const {
 void Qwen2_5_VLConfig::validate() const {
   vision.validate();
   text.validate();
+  // Sizes are positive and consistent; now bounded: the model they describe must fit in memory.
+  const double h = static_cast<double>(text.hidden_size), kv = static_cast<double>(text.num_key_value_heads * text.head_dim());
+  const double layer = 2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(text.intermediate_size);
+  const double hv = static_cast<double>(vision.hidden_size), merged = hv * static_cast<double>(vision.spatial_merge_size * vision.spatial_merge_size);
+  const double block = 4 * hv * hv + 3 * hv * static_cast<double>(vision.intermediate_size);
+  check_model_fits_in_memory(
+      "config.json",
+      {{str_cat("text_config.num_hidden_layers (", text.num_hidden_layers, ") x a decoder layer of hidden_size ",
+                text.hidden_size, " and intermediate_size ", text.intermediate_size),
+        static_cast<double>(text.num_hidden_layers) * layer},
+       {str_cat("text_config.vocab_size (", text.vocab_size, ") x hidden_size (", text.hidden_size, ")"),
+        static_cast<double>(text.vocab_size) * h * (text.tie_word_embeddings ? 1 : 2)},
+       {str_cat("vision_config.depth (", vision.depth, ") x a ViT block of hidden_size ", vision.hidden_size,
+                " and intermediate_size ", vision.intermediate_size),
+        static_cast<double>(vision.depth) * block},
+       {str_cat("vision_config merger of hidden_size ", vision.hidden_size, " to out_hidden_size ", vision.out_hidden_size),
+        merged * merged + merged * static_cast<double>(vision.out_hidden_size)}});
 }
 
 Qwen2_5_VLConfig Qwen2_5_VLConfig::from_json(const nlohmann::json& json, const std::string& file) {

@@ -31,6 +31,31 @@ void check_grid(const torch::Tensor& grid, const char* name) {
   MM_CHECK(grid.dim() == 2 && grid.size(1) == 3, name, " must be [items, 3] (t, h, w), got ", grid.sizes());
 }
 
+// The config's decoder layer and ViT block counts against the checkpoint's, before the model is
+// built: a count in config.json beyond what the checkpoint holds fails here naming its key, not
+// after allocating the layers (fewer: load_weights names the unexpected tensors).
+void check_block_counts(const Qwen2_5_VLConfig& config, const Checkpoint& checkpoint, const std::filesystem::path& dir) {
+  int64_t layers = 0, blocks = 0;
+  const auto index_after = [](const std::string& name, const std::string& prefix) -> int64_t {
+    if (name.rfind(prefix, 0) != 0) return -1;
+    try {
+      return std::stoll(name.substr(prefix.size()));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  for (const auto& name : checkpoint.names()) {
+    const auto module_name = qwen2_5_vl_module_name(name, false);
+    layers = std::max(layers, index_after(module_name, "model.layers.") + 1);
+    blocks = std::max(blocks, index_after(module_name, "visual.blocks.") + 1);
+  }
+  const auto file = (dir / "config.json").string();
+  MM_CHECK(layers == 0 || config.text.num_hidden_layers <= layers, file, ": text_config.num_hidden_layers is ",
+           config.text.num_hidden_layers, ", but the checkpoint in ", dir.string(), " holds ", layers, " decoder layers");
+  MM_CHECK(blocks == 0 || config.vision.depth <= blocks, file, ": vision_config.depth is ", config.vision.depth,
+           ", but the checkpoint in ", dir.string(), " holds ", blocks, " ViT blocks");
+}
+
 }  // namespace
 
 Qwen2_5_VLForConditionalGenerationImpl::Qwen2_5_VLForConditionalGenerationImpl(const Qwen2_5_VLConfig& config)
@@ -60,12 +85,14 @@ Qwen2_5_VLForConditionalGeneration Qwen2_5_VLForConditionalGenerationImpl::from_
       }
     }
   }
+  const bool tied = config.text.tie_word_embeddings;
+  const auto checkpoint = Checkpoint::open(dir);
+  check_block_counts(config, checkpoint, dir);
   Qwen2_5_VLForConditionalGeneration result(config);
   result->to(dtype);
-  const bool tied = config.text.tie_word_embeddings;
   WeightLoadOptions options;
   options.checkpoint_to_module = [tied](const std::string& name) { return qwen2_5_vl_module_name(name, tied); };
-  load_weights(*result, Checkpoint::open(dir), options);
+  load_weights(*result, checkpoint, options);
   result->eval();
   return result;
 }

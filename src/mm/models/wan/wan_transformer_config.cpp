@@ -5,6 +5,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/core/memory_bounds.h"
 
 namespace mm {
 
@@ -37,6 +38,14 @@ void WanTransformerConfig::validate() const {
   MM_CHECK(!pos_embed_seq_len || (*pos_embed_seq_len > 0 && *pos_embed_seq_len % 2 == 0), where,
            "pos_embed_seq_len=", pos_embed_seq_len.value_or(0),
            " must be positive and even (first + last frame image tokens)");
+  // Bounded as well as positive: the model these sizes describe must fit in memory.
+  const double dim = static_cast<double>(inner_dim());
+  const double block = 8 * dim * dim + 2 * dim * static_cast<double>(ffn_dim);  // self + cross attention, FFN
+  check_model_fits_in_memory(
+      "Wan transformer config", {{str_cat("num_layers (", num_layers, ") x a block of num_attention_heads * ",
+                                          "attention_head_dim = ", inner_dim(), " and ffn_dim ", ffn_dim),
+                                  static_cast<double>(num_layers) * block},
+                                 {str_cat("text_dim (", text_dim, ") x ", inner_dim()), 2 * dim * static_cast<double>(text_dim)}});
 }
 
 WanTransformerConfig WanTransformerConfig::from_json(const nlohmann::json& json, const std::string& source) {
