@@ -1,7 +1,8 @@
 // The program `./mm gpu-check` runs on a machine with a CUDA GPU (tests/gpu/README.md):
 //   1. parity: the models and the training step on CUDA equal the CPU path every test proves
 //      against transformers/diffusers (tiny Qwen2.5-VL: logits, 16 greedy tokens, gradients, one
-//      AdamW step, bf16 autocast; tiny Wan DiT: output and gradients). TF32 is off, so fp32 on
+//      trainer step as one process takes it, through the sharding wrapper on a mesh of one, with
+//      AdamW, and in bf16 autocast; tiny Wan DiT: output and gradients). TF32 is off, so fp32 on
 //      the GPU must agree with the CPU to rounding.
 //   2. speed at real tensor shapes (layers truncated to fit): one forward + backward of
 //      Qwen2.5-VL-7B (4 decoder layers, 4 ViT blocks, a 448x448 image and 3840 text tokens) and of
@@ -22,7 +23,9 @@
 
 #include "mm/core/json_config.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
 #include "mm/models/wan/wan_transformer.h"
+#include "mm/parallel/fully_shard.h"
 #include "mm/tasks/generation.h"
 #include "mm/tasks/vlm_step.h"
 #include "mm/train/autocast.h"
@@ -107,18 +110,27 @@ void qwen_parity() {
          {{"loss_cpu", la.item<double>()}, {"loss_cuda", lb.item<double>()}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
 
   // One step of the trainer's own step (padded batch of two samples, clipping, fused AdamW).
+  // As the trainer runs one process: through the sharding wrapper on a mesh of one.
+  const mm::parallel::DeviceMesh one_process;
   auto step = [&](mm::Qwen2_5_VLForConditionalGeneration& model, bool bf16) {
     model->zero_grad();
-    mm::NamedParams named;
+    mm::parallel::FullyShardedModel wrapped(
+        mm::qwen2_5_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard), one_process,
+        mm::parallel::ShardingOptions{}, model->parameters().front().device());
+    model->model->block_runner = model->visual->block_runner = wrapped.block_runner(nullptr);
+    const auto named = wrapped.optimizer_parameters();
     std::vector<torch::Tensor> params;
-    for (auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value()), params.push_back(p.value());
+    for (const auto& [_, p] : named) params.push_back(p);
     mm::AdamWConfig optim;
     optim.lr = 1e-3;
     mm::AdamW optimizer(named, optim);
     const auto batch = mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0);
     mm::StepOptions options;
     options.bf16_autocast = bf16;
-    return mm::train_step(model, optimizer, optim.lr, params, {batch}, options);
+    options.data_parallel = &wrapped;
+    const auto result = mm::train_step(model, optimizer, optim.lr, params, {batch}, options);
+    model->model->block_runner = model->visual->block_runner = nullptr;
+    return result;
   };
   auto cpu_step = tiny_model(9), gpu_step = tiny_model(9);
   gpu_step->to(kCuda);

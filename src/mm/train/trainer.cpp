@@ -80,7 +80,9 @@ class Trainer {
   std::optional<dist::Rendezvous> job_;
   std::unique_ptr<parallel::DeviceMesh> mesh_;
   std::unique_ptr<TrainingTask> task_;
-  std::unique_ptr<parallel::FullyShardedModel> parallel_;  // when more than one process
+  // Always, one process included: a mesh of one replicates every unit and issues no collective,
+  // so every run takes the same step, checkpoint and export path.
+  std::unique_ptr<parallel::FullyShardedModel> parallel_;
   std::unique_ptr<AdamW> optimizer_;
   NamedParams named_params_;       // what the optimizer updates (shards under FSDP)
   std::vector<at::Tensor> params_;
@@ -104,13 +106,11 @@ void Trainer::setup_model() {
   }
   log::info("model: ", total, " parameters, ", trainable, " trainable");
   MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
-  if (mesh_->world_size() > 1) {
-    parallel_ = std::make_unique<parallel::FullyShardedModel>(task_->sharding_units(), *mesh_,
-                                                              sharding_options(settings_.parallel),
-                                                              module.parameters().front().device());
-    task_->set_block_runner(parallel_->block_runner(recompute));
-    named_params_ = parallel_->optimizer_parameters();
-  }
+  parallel_ = std::make_unique<parallel::FullyShardedModel>(task_->sharding_units(), *mesh_,
+                                                            sharding_options(settings_.parallel),
+                                                            module.parameters().front().device());
+  task_->set_block_runner(parallel_->block_runner(recompute));
+  named_params_ = parallel_->optimizer_parameters();
   for (auto& [_, p] : named_params_) params_.push_back(p);
   optimizer_ = std::make_unique<AdamW>(named_params_, adamw_config(settings_.optim));
   if (settings_.ema_decay > 0)
@@ -165,14 +165,9 @@ void Trainer::resume_from(const fs::path& dir) {
   auto loaded = load_whole_training_checkpoint(dir, mesh_->rank());
   NamedTensors optimizer, ema;
   for (auto& [name, t] : loaded.optimizer) (name.rfind("ema.", 0) == 0 ? ema : optimizer).emplace_back(name, t);
-  if (parallel_) {
-    parallel_->load_whole(loaded.model, dir.string());
-    optimizer_->load_state_tensors(local_optimizer_state(*parallel_, optimizer));
-    ema = local_optimizer_state(*parallel_, ema);
-  } else {
-    load_weights(task_->module(), loaded.model, dir.string());
-    optimizer_->load_state_tensors(optimizer);
-  }
+  parallel_->load_whole(loaded.model, dir.string());
+  optimizer_->load_state_tensors(local_optimizer_state(*parallel_, optimizer));
+  ema = local_optimizer_state(*parallel_, ema);
   MM_CHECK(ema.size() == ema_.size(), dir.string(), ": has ", ema.size(), " EMA tensors, this run keeps ", ema_.size(),
            " (ema.decay must stay as it was)");
   std::map<std::string, at::Tensor> by_name(ema.begin(), ema.end());
@@ -216,7 +211,9 @@ void Trainer::save(int64_t step) {
   for (const auto& e : ema_) optimizer.push_back(e);
   fs::path dir;
   auto& module = task_->module();
-  if (!parallel_) {
+  if (mesh_->world_size() == 1) {
+    // One process holds every tensor whole: the checkpoint is whole tensors, without slices or
+    // sharding.json (the layout a one-slice sharded checkpoint would describe anyway).
     ckpt.model = named_weights(module);
     ckpt.optimizer = std::move(optimizer);
     dir = save_training_checkpoint(output_ / "checkpoints", step, ckpt, settings_.output.keep_last);
@@ -239,7 +236,7 @@ void Trainer::update_ema() {
 // rank keeps the EMA of its own shards; the checkpoint just saved holds them all, and rank 0 reads
 // them back whole from it (the EMA tensors alone).
 NamedTensors Trainer::ema_for_export() const {
-  if (ema_.empty() || !parallel_) return ema_weights();
+  if (ema_.empty() || mesh_->world_size() == 1) return ema_weights();
   const auto dir = output_ / "checkpoints" / checkpoint_dir_name(step_);
   std::map<std::string, at::ScalarType> dtypes;
   for (const auto& p : task_->module().named_parameters()) dtypes[p.key()] = p.value().scalar_type();
@@ -266,14 +263,9 @@ NamedTensors Trainer::ema_weights() const {
 // backward) and optimizer state, in bytes; under FSDP about 1/N of one process's.
 void Trainer::log_state_bytes(MetricsLogger& metrics) const {
   int64_t parameters = 0, gradients = 0;
-  if (parallel_) {
-    const auto memory = parallel_->memory();
-    parameters = memory.parameter_bytes;
-    gradients = memory.gradient_bytes;
-  } else {
-    parameters = bytes_of(task_->module().parameters());
-    gradients = bytes_of(params_);  // one gradient per trainable parameter, same dtype
-  }
+  const auto memory = parallel_->memory();
+  parameters = memory.parameter_bytes;
+  gradients = memory.gradient_bytes;
   std::vector<at::Tensor> state;
   for (const auto& [_, t] : optimizer_->state_tensors()) state.push_back(t);
   const int64_t optimizer = bytes_of(state);
@@ -360,7 +352,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
     record.samples_per_s = static_cast<double>(result.samples) / seconds;
     if (task_->loss_units_name() != "samples")
       record.extra[task_->loss_units_name()] = static_cast<double>(result.loss_units);
-    if (parallel_) record.extra["collective_wait_s"] = result.collective_seconds;
+    if (mesh_->world_size() > 1) record.extra["collective_wait_s"] = result.collective_seconds;
     if (result.skipped) log::warn("step ", step_, ": gradient norm is not finite; the update was skipped");
     metrics.log_step(record);
     if (sample_log) {
@@ -378,7 +370,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
   summary.steps = step_;
   summary.final_loss = last_loss;
   summary.final_model = output_ / "final";
-  if (parallel_) parallel_->gather_all_for_export();  // the whole model on every rank from here
+  parallel_->gather_all_for_export();  // the whole model on every rank from here
   if (is_main()) {
     task_->export_final(summary.final_model, ema_for_export());
     log::info("final model (", task_->export_format(), ") in ", summary.final_model.string());
