@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mm/core/base64.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/tasks/model_registry.h"
@@ -60,29 +61,6 @@ std::string shown(const std::string& source) {
   return source.size() <= 80 ? source : source.substr(0, 60) + "... (" + std::to_string(source.size()) + " characters)";
 }
 
-std::string base64_decode(const std::string& text, const std::string& where) {
-  std::string out;
-  int bits = 0;
-  uint32_t acc = 0;
-  for (const char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+' || c == '-') v = 62;
-    else if (c == '/' || c == '_') v = 63;
-    else if (c == '=' || c == '\n' || c == '\r') continue;
-    else fail(where, ": the data: URL is not valid base64");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
-}
-
 // Media sources of a --messages file as OpenAI-style clients write them: paths relative to the
 // file's own folder (as data files' are), file:// URLs, and base64 data: URLs (written to files in
 // `scratch`, the decoders read files). Other URLs are refused: nothing is fetched.
@@ -98,7 +76,7 @@ void resolve_message_media(std::vector<ChatMessage>& messages, const fs::path& f
         MM_CHECK(comma != std::string::npos && source.substr(0, comma).find(";base64") != std::string::npos, where,
                  ": only base64 data: URLs are read, got ", shown(source));
         const auto path = scratch.get() / str_cat("media-", decoded++);
-        std::ofstream(path, std::ios::binary) << base64_decode(source.substr(comma + 1), where);
+        std::ofstream(path, std::ios::binary) << base64_decode(std::string_view(source).substr(comma + 1), where + ": the data: URL");
         source = path.string();
       } else if (source.rfind("file://", 0) == 0) {
         source = source.substr(std::string("file://").size());

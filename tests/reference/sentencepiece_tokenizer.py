@@ -11,6 +11,8 @@ directory, as in diffusers' WanPipeline._get_t5_prompt_embeds.
 Writes into <out>:
   tokenizer/      spiece.model, tokenizer.json, tokenizer_config.json (transformers' own files)
   spm_only/       spiece.model alone (T5Tokenizer's defaults: 100 sentinels)
+  json_only/      tokenizer/ without spiece.model (tokenizer.json and tokenizer_config.json)
+  resaved/        AutoTokenizer on json_only/, save_pretrained again (the round trip through transformers)
   bpe/spiece.model  a BPE model (refused: T5Tokenizer is Unigram)
   cases.json      {"cases": [{name, hex, ids, decoded_hex, decoded_skip_hex, spm_ids}],
                    "spm_only": [{hex, ids}], "batches": [{max_length, hex: [...], input_ids, attention_mask}],
@@ -191,6 +193,22 @@ assert pipeline_wan.re is regex
 spaces = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 clean.append({"hex": hexs("x" + "y".join(spaces) + "z"),
               "cleaned_hex": hexs(pipeline_wan.prompt_clean("x" + "y".join(spaces) + "z"))})
+
+# A directory with tokenizer.json and no spiece.model, and its save_pretrained round trip: transformers
+# gives every case the same ids from them, so the C++ side must too.
+json_only = os.path.join(out, "json_only")
+resaved = os.path.join(out, "resaved")
+for d in (json_only, resaved):
+    shutil.rmtree(d, ignore_errors=True)
+os.makedirs(json_only)
+for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(os.path.join(tok_dir, name), json_only)
+from_json = AutoTokenizer.from_pretrained(json_only)
+from_json.save_pretrained(resaved)
+from_resaved = AutoTokenizer.from_pretrained(resaved)
+assert not os.path.exists(os.path.join(resaved, "spiece.model")), "save_pretrained wrote a spiece.model"
+for c, (_, text) in zip(cases, CASES):
+    assert from_json(text)["input_ids"] == c["ids"] == from_resaved(text)["input_ids"], c["name"]
 
 disagree = sum(1 for c in cases if c["ids"][:-1] != c["spm_ids"])
 with open(os.path.join(out, "cases.json"), "w") as f:

@@ -127,8 +127,11 @@ for name, case in CASES.items():
                                    transformer=transformer, transformer_2=transformer_2,
                                    boundary_ratio=0.6 if case["experts"] == 2 else None,
                                    expand_timesteps=case["wan22"])
+    shutil.rmtree(os.path.join(target, "pipeline"), ignore_errors=True)  # no file of an earlier run left in it
     pipe.save_pretrained(os.path.join(target, "pipeline"))
-    shutil.copy(os.path.join(target, "spm", "spiece.model"), os.path.join(target, "pipeline", "tokenizer"))
+    # Kept exactly as diffusers wrote it: transformers 5 saves the umT5 tokenizer as tokenizer.json
+    # alone, which mmtrain must load as it is (no spiece.model added).
+    assert not os.path.exists(os.path.join(target, "pipeline", "tokenizer", "spiece.model"))
     AutoTokenizer.from_pretrained(os.path.join(target, "pipeline", "tokenizer"))  # loads as saved
 
     image = make_image(*case["image"], seed=len(name))

@@ -1,8 +1,9 @@
 """Oracle: diffusers' WanPipeline (text-to-video) on tiny random components, fp32.
 
 For each case <out>/<name>/:
-  pipeline/          WanPipeline.save_pretrained: model_index.json, tokenizer/ (a tiny
-                     SentencePiece unigram model trained here, as a transformers T5 tokenizer),
+  pipeline/          WanPipeline.save_pretrained, as written: model_index.json, tokenizer/ (a tiny
+                     SentencePiece unigram model trained here, as a transformers T5 tokenizer,
+                     saved as tokenizer.json without spiece.model),
                      text_encoder/ (UMT5EncoderModel), vae/ (AutoencoderKLWan), transformer/
                      (WanTransformer3DModel; and transformer_2/ for the two-expert case),
                      scheduler/
@@ -126,8 +127,11 @@ for name, case in CASES.items():
     pipe = WanPipeline(tokenizer=tokenizer, text_encoder=encoder, vae=vae, scheduler=scheduler,
                        transformer=transformer, transformer_2=transformer_2,
                        boundary_ratio=0.6 if case["experts"] == 2 else None, expand_timesteps=case["wan22"])
+    shutil.rmtree(os.path.join(target, "pipeline"), ignore_errors=True)  # no file of an earlier run left in it
     pipe.save_pretrained(os.path.join(target, "pipeline"))
-    shutil.copy(os.path.join(target, "spm", "spiece.model"), os.path.join(target, "pipeline", "tokenizer"))
+    # Kept exactly as diffusers wrote it: transformers 5 saves the umT5 tokenizer as tokenizer.json
+    # alone, which mmtrain must load as it is (no spiece.model added).
+    assert not os.path.exists(os.path.join(target, "pipeline", "tokenizer", "spiece.model"))
     reloaded = AutoTokenizer.from_pretrained(os.path.join(target, "pipeline", "tokenizer"))
     sp = spm.SentencePieceProcessor(model_file=os.path.join(target, "spm", "spiece.model"))
     for p in case["prompts"]:  # a sane reference tokenizer: the sentencepiece ids plus </s>

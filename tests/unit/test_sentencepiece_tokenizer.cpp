@@ -5,6 +5,7 @@
 // WanPipeline's padded/truncated batches and masks, T5Tokenizer's defaults without
 // tokenizer.json; Wan's prompt cleaning identical to diffusers'; broken files named in errors.
 #include <fstream>
+#include <functional>
 
 #include "mm/core/json_config.h"
 #include "mm/tokenizer/html_unescape.h"
@@ -140,6 +141,60 @@ TEST(SentencePieceTokenizer, WithoutTokenizerJsonMatchesT5TokenizerDefaults) {
   }
   EXPECT_EQ(cases, 21);
   EXPECT_EQ(from_file.vocab_size(), reference().vocab_size());
+}
+
+// A tokenizer directory without spiece.model (tokenizer.json carries the Unigram model), as
+// transformers writes it, and its save_pretrained round trip: the oracle checked that transformers
+// gives these directories the reference ids, so mmtrain must give them too.
+TEST(SentencePieceTokenizer, TokenizerJsonWithoutSpieceModelGivesTheSameIds) {
+  for (const char* dir : {"json_only", "resaved"}) {
+    ASSERT_FALSE(fs::exists(golden() / dir / "spiece.model")) << dir;
+    const auto tokenizer = SentencePieceTokenizer::from_dir(golden() / dir);
+    int cases = 0, mismatches = 0;
+    for (const auto& c : cases_file()["cases"]) {
+      const auto ids = tokenizer.encode(from_hex(c["hex"]));
+      if (ids != c["ids"].get<std::vector<int64_t>>()) ++mismatches;
+      EXPECT_EQ(tokenizer.decode(ids), from_hex(c["decoded_hex"])) << dir << " " << c["name"];
+      ++cases;
+    }
+    EXPECT_EQ(cases, 521) << dir;
+    EXPECT_EQ(mismatches, 0) << dir;
+    EXPECT_EQ(tokenizer.vocab_size(), reference().vocab_size()) << dir;
+    EXPECT_EQ(tokenizer.eos_token_id(), reference().eos_token_id()) << dir;
+  }
+}
+
+// What tokenizer.json may hold that this tokenizer does not run is refused, naming the field.
+TEST(SentencePieceTokenizer, TokenizerJsonItCannotRunIsNamed) {
+  const auto original = mm::read_json_file(golden() / "json_only" / "tokenizer.json");
+  const auto refused = [&](const std::string& name, const std::function<void(json&)>& edit) {
+    auto spec = original;
+    edit(spec);
+    const auto dir = mm::testing::temp_dir("spm_json_" + name);
+    std::ofstream(dir / "tokenizer.json") << spec.dump();
+    fs::copy_file(golden() / "json_only" / "tokenizer_config.json", dir / "tokenizer_config.json");
+    return dir;
+  };
+  EXPECT_THROW_MSG(SentencePieceTokenizer::from_dir(refused("bpe", [](json& j) { j["model"]["type"] = "BPE"; })),
+                   "model.type: 'BPE' is not a SentencePiece Unigram model");
+  EXPECT_THROW_MSG(
+      SentencePieceTokenizer::from_dir(refused("fallback", [](json& j) { j["model"]["byte_fallback"] = true; })),
+      "model.byte_fallback: true is not supported");
+  EXPECT_THROW_MSG(SentencePieceTokenizer::from_dir(refused("unk", [](json& j) { j["model"]["unk_id"] = 100000; })),
+                   "model.unk_id 100000 is outside the vocabulary");
+  EXPECT_THROW_MSG(
+      SentencePieceTokenizer::from_dir(refused("vocab", [](json& j) { j["model"]["vocab"][5] = json::array({"x"}); })),
+      "model.vocab[5]: expected [piece, score]");
+  EXPECT_THROW_MSG(SentencePieceTokenizer::from_dir(
+                       refused("norm", [](json& j) { j["normalizer"] = json{{"type", "NFKC"}}; })),
+                   "normalizer {\"type\":\"NFKC\"} is not supported");
+  EXPECT_THROW_MSG(SentencePieceTokenizer::from_dir(refused(
+                       "pre", [](json& j) { j["pre_tokenizer"] = json{{"type", "Whitespace"}}; })),
+                   "pre_tokenizer {\"type\":\"Whitespace\"} is not the T5/umT5 one");
+  EXPECT_THROW_MSG(SentencePieceTokenizer::from_dir(refused("b64", [](json& j) {
+                     j["normalizer"]["precompiled_charsmap"] = "not base64!";
+                   })),
+                   "normalizer.precompiled_charsmap: not valid base64");
 }
 
 TEST(SentencePieceTokenizer, BrokenFilesAreNamed) {

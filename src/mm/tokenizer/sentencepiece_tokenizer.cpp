@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "mm/core/base64.h"
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/tokenizer/added_tokens.h"
@@ -164,6 +165,80 @@ std::shared_ptr<SentencePieceTokenizer::Impl> load_model(const fs::path& spiece_
   return impl;
 }
 
+// The parts of a tokenizer.json `tokenizers` runs that this tokenizer implements: a Unigram model
+// without byte fallback, the Precompiled normalizer (or none), WhitespaceSplit then Metaspace
+// (replacement ▁, prepend_scheme always, split). Anything else is refused naming its field, since
+// it would tokenize differently.
+void check_json_pipeline(const nlohmann::json& spec, const std::string& file) {
+  const auto& pre = spec.value("pre_tokenizer", nlohmann::json());
+  const auto metaspace_ok = [](const nlohmann::json& m) {
+    return m.is_object() && m.value("type", "") == "Metaspace" && m.value("replacement", "") == std::string(kMetaspace) &&
+           m.value("prepend_scheme", "always") == "always" && m.value("split", true);
+  };
+  const bool pre_ok = metaspace_ok(pre) ||
+                      (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+                       pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 2 &&
+                       pre["pretokenizers"][0].value("type", "") == "WhitespaceSplit" &&
+                       metaspace_ok(pre["pretokenizers"][1]));
+  MM_CHECK(pre_ok, file, ": pre_tokenizer ", pre.dump().substr(0, 200),
+           " is not the T5/umT5 one (WhitespaceSplit, then Metaspace with replacement \u2581, prepend_scheme "
+           "always, split true)");
+}
+
+// The Precompiled charsmap of a tokenizer.json normalizer (empty for none).
+std::string json_charsmap(const nlohmann::json& spec, const std::string& file) {
+  const auto& normalizer = spec.value("normalizer", nlohmann::json());
+  if (normalizer.is_null()) return "";
+  const nlohmann::json* precompiled = &normalizer;
+  if (normalizer.is_object() && normalizer.value("type", "") == "Sequence" && normalizer.contains("normalizers") &&
+      normalizer["normalizers"].is_array() && normalizer["normalizers"].size() == 1)
+    precompiled = &normalizer["normalizers"][0];
+  MM_CHECK(precompiled->is_object() && precompiled->value("type", "") == "Precompiled" &&
+               (*precompiled)["precompiled_charsmap"].is_string(),
+           file, ": normalizer ", normalizer.dump().substr(0, 200),
+           " is not supported (the Precompiled normalizer of a SentencePiece model, or none)");
+  return base64_decode((*precompiled)["precompiled_charsmap"].get<std::string>(), file + ": normalizer.precompiled_charsmap");
+}
+
+// The model of a tokenizer directory that has tokenizer.json but no spiece.model (what
+// transformers' save_pretrained writes for a tokenizers-backed T5 tokenizer): the Unigram
+// vocabulary, scores and unk_id from model, the charsmap from normalizer.
+std::shared_ptr<SentencePieceTokenizer::Impl> load_json_model(const fs::path& tokenizer_json) {
+  auto impl = std::make_shared<SentencePieceTokenizer::Impl>();
+  impl->file = tokenizer_json.string();
+  const std::string& file = impl->file;
+  const nlohmann::json spec = read_json_file(tokenizer_json);
+  MM_CHECK(spec.is_object() && spec.contains("model") && spec["model"].is_object(), file, ": model: missing");
+  const JsonView model(spec["model"], file, "model.");
+  const auto type = model.get<std::string>("type");
+  MM_CHECK(type == "Unigram", file, ": model.type: '", type, "' is not a SentencePiece Unigram model");
+  MM_CHECK(!model.get_or<bool>("byte_fallback", false), file,
+           ": model.byte_fallback: true is not supported (T5/umT5 tokenizers map unknown characters to <unk>)");
+  const auto& vocab = spec["model"]["vocab"];
+  MM_CHECK(vocab.is_array() && !vocab.empty(), file, ": model.vocab: expected a non-empty list of [piece, score]");
+  std::vector<std::string> pieces;
+  std::vector<double> scores;
+  pieces.reserve(vocab.size());
+  scores.reserve(vocab.size());
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    const auto& entry = vocab[i];
+    MM_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_number(), file,
+             ": model.vocab[", i, "]: expected [piece, score], got ", entry.dump().substr(0, 80));
+    pieces.push_back(entry[0].get<std::string>());
+    scores.push_back(entry[1].get<double>());
+  }
+  MM_CHECK(spec["model"].contains("unk_id") && spec["model"]["unk_id"].is_number_integer(), file,
+           ": model.unk_id: required (an integer)");
+  const auto unk_id = spec["model"]["unk_id"].get<int64_t>();
+  MM_CHECK(unk_id >= 0 && unk_id < static_cast<int64_t>(pieces.size()), file, ": model.unk_id ", unk_id,
+           " is outside the vocabulary of ", pieces.size());
+  check_json_pipeline(spec, file);
+  impl->normalizer = PrecompiledNormalizer(json_charsmap(spec, file), file);
+  impl->pieces = pieces;
+  impl->model = UnigramModel(std::move(pieces), scores, unk_id);
+  return impl;
+}
+
 AddedToken special(std::string content, int64_t id) {
   AddedToken token;
   token.content = std::move(content);
@@ -242,7 +317,10 @@ SentencePieceTokenizer::Impl& finish(SentencePieceTokenizer::Impl& impl, const n
 
 SentencePieceTokenizer SentencePieceTokenizer::from_dir(const fs::path& dir) {
   MM_CHECK(fs::is_directory(dir), dir.string(), ": tokenizer directory not found");
-  auto impl = load_model(dir / "spiece.model");
+  // spiece.model when present (the reference builds its model from it); else the model
+  // tokenizer.json carries.
+  const bool has_spiece = fs::exists(dir / "spiece.model") || !fs::exists(dir / "tokenizer.json");
+  auto impl = has_spiece ? load_model(dir / "spiece.model") : load_json_model(dir / "tokenizer.json");
   const fs::path config_file = dir / "tokenizer_config.json";
   const nlohmann::json config = read_optional_json(config_file);
   const nlohmann::json special_map = read_optional_json(dir / "special_tokens_map.json");

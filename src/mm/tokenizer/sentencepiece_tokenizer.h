@@ -32,7 +32,8 @@ namespace mm {
 class SentencePieceTokenizer {
  public:
   // A tokenizer directory (diffusers' `tokenizer/`): spiece.model, and when present
-  // tokenizer.json (its added_tokens: ids and contents of the special tokens),
+  // tokenizer.json (its added_tokens: ids and contents of the special tokens); without
+  // spiece.model, the Unigram model, scores, unk_id and charsmap of tokenizer.json itself,
   // tokenizer_config.json and special_tokens_map.json (eos/pad/unk tokens, extra_ids).
   // Without tokenizer.json the added tokens are T5Tokenizer's: <pad>, </s>, <unk> and
   // extra_ids (default 100) sentinels <extra_id_0> ... appended after the vocabulary in reverse.
