@@ -7,3 +7,5 @@ target_precompile_headers(gpu_check REUSE_FROM mmtrain_lib)
 # Its dry run, CPU against CPU: the program itself keeps working where no GPU is.
 add_test(NAME GpuCheck.DryRunOnTheCpu COMMAND gpu_check "${PROJECT_SOURCE_DIR}" --device cpu)
 set_tests_properties(GpuCheck.DryRunOnTheCpu PROPERTIES TIMEOUT 300)
+# Its source list for the GPU machine holds every source its includes reach.
+mm_test(test_gpu_check_sources)
