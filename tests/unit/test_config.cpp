@@ -3,6 +3,7 @@
 #include "mm/core/json_config.h"
 #include "mm/core/log.h"
 #include "mm/core/run_config.h"
+#include "mm/train/train_config.h"
 #include "testing.h"
 
 TEST(JsonView, TypedAccessNamesFileAndKeyPath) {
@@ -49,4 +50,31 @@ TEST(Log, PrefixesTheRankAndQuietsOtherRanksBelowWarnings) {
   EXPECT_NE(err.find("rank1] shown 42"), std::string::npos) << err;
   EXPECT_NE(err.find("rank0] rank zero"), std::string::npos) << err;
   EXPECT_THROW_MSG(mm::log::level_from_string("loud"), "unknown log level 'loud'");
+}
+
+// Every enumerated value of a run config is parsed once into its enum; a name outside it is an
+// error naming the file, the key and the choices.
+TEST(TypedConfig, EnumeratedValuesAreParsedOnceAndBadNamesListTheChoices) {
+  mm::TrainConfig::Train train;
+  mm::read_train_section(YAML::Load("train: {precision: bf16}"), "run.yaml", train);
+  EXPECT_EQ(train.precision, mm::Precision::bf16);
+  EXPECT_THROW_MSG(mm::read_train_section(YAML::Load("train: {precision: fp16}"), "run.yaml", train),
+                   "run.yaml: train.precision: 'fp16' is not one of fp32, bf16");
+  mm::TrainConfig::Schedule schedule;
+  mm::read_schedule_section(YAML::Load("schedule: {kind: linear}"), "run.yaml", schedule);
+  EXPECT_EQ(schedule.kind, mm::ScheduleKind::linear);
+  EXPECT_THROW_MSG(mm::read_schedule_section(YAML::Load("schedule: {kind: step}"), "run.yaml", schedule),
+                   "run.yaml: schedule.kind: 'step' is not one of cosine, linear, constant");
+  mm::TrainConfig::Parallel parallel;
+  mm::read_parallel_section(YAML::Load("parallel: {param_dtype: bf16, vision: replicate}"), "run.yaml", parallel, true);
+  EXPECT_EQ(parallel.param_dtype, at::kBFloat16);
+  EXPECT_EQ(parallel.reduce_dtype, at::kFloat);
+  EXPECT_EQ(parallel.vision, mm::ShardPlacement::replicate);
+  EXPECT_EQ(parallel.language, mm::ShardPlacement::shard);
+  EXPECT_THROW_MSG(
+      mm::read_parallel_section(YAML::Load("parallel: {language: split}"), "run.yaml", parallel, true),
+      "run.yaml: parallel.language: 'split' is not one of shard, replicate");
+  EXPECT_THROW_MSG(
+      mm::read_parallel_section(YAML::Load("parallel: {reduce_dtype: fp16}"), "run.yaml", parallel, true),
+      "run.yaml: parallel.reduce_dtype: 'fp16' is not one of fp32, bf16");
 }

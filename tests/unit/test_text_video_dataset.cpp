@@ -539,7 +539,7 @@ TEST_F(TextVideoData, BadRecordsAreSkippedAndCounted) {
     f.buckets = c.buckets;
     f.allow_upscale = false;
     f.max_caption_words = 6;
-    f.on_error = "fail";
+    f.on_error = mm::OnError::fail;
     try {
       mm::TextVideoDataset::open(f);
       ADD_FAILURE() << "no error for " << line;
@@ -571,7 +571,7 @@ TEST_F(TextVideoData, LoadTimeFailureIsSkippedInTheBatch) {
   EXPECT_FALSE(batches.next());
 
   auto failing = config(jsonl);
-  failing.on_error = "fail";
+  failing.on_error = mm::OnError::fail;
   fs::copy_file(dir() / "wide_a.mkv", copy, fs::copy_options::overwrite_existing);
   const auto ds_fail = mm::TextVideoDataset::open(failing);
   fs::remove(copy);
@@ -627,7 +627,7 @@ TEST(TextVideoConfig, FromYamlAndErrorsNameTheKey) {
   EXPECT_EQ(c.max_caption_words, 200);
   EXPECT_TRUE(c.random_crop);
   EXPECT_FALSE(c.allow_upscale);
-  EXPECT_EQ(c.on_error, "fail");
+  EXPECT_EQ(c.on_error, mm::OnError::fail);
   YAML::Node generated;
   generated["data"] = YAML::Load("jsonl: a.jsonl\nbucket_pixels: 399360\nbucket_aspect_ratios: [1.0]\nbucket_frames: [1, 81]");
   const auto g = mm::TextVideoDataConfig::from_yaml(generated, "run.yaml");

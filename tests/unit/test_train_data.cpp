@@ -189,7 +189,7 @@ TEST(SampleEncoder, ReasonsForUnusableSamples) {
   small.max_seq_len = 20;
   EXPECT_EQ(reason_of([&] { make_encoder(small).encode(image_case); }), mm::SkipReason::too_long);
   // Cutting the tail is fine for text, never through an image.
-  small.truncation = "right";
+  small.truncation = mm::Truncation::right;
   EXPECT_EQ(reason_of([&] { make_encoder(small).encode(image_case); }), mm::SkipReason::too_long);
   const auto text_case = file.get(3);
   const auto full = make_encoder().encode(text_case);

@@ -91,7 +91,7 @@ RunResult run_steps(Layout layout, bool recompute, bool fused) {
   optim.fused = fused;
   AdamW optimizer(named, optim);
   LrScheduleConfig schedule_config;
-  schedule_config.kind = "cosine";
+  schedule_config.kind = mm::ScheduleKind::cosine;
   schedule_config.warmup_steps = s["warmup"].get<int64_t>();
   schedule_config.total_steps = s["total"].get<int64_t>();
   const LrSchedule schedule(schedule_config);

@@ -318,7 +318,15 @@ TEST(VideoTrainRun, BadConfigsAreNamed) {
   const auto config = write_config(dir, clip_data(clips() / "train.jsonl"), 2).string();
   auto [s1, o1] = run_command(kMmtrain + " train " + config + " --set flow_matching.timestep_sampling=beta");
   EXPECT_NE(s1, 0);
-  EXPECT_NE(o1.find("flow_matching.timestep_sampling: 'beta'"), std::string::npos) << o1;
+  EXPECT_NE(o1.find("flow_matching.timestep_sampling: 'beta' is not one of uniform, logit_normal, mode"),
+            std::string::npos) << o1;
+  auto [s1b, o1b] = run_command(kMmtrain + " train " + config + " --set flow_matching.loss_weighting=snr");
+  EXPECT_NE(s1b, 0);
+  EXPECT_NE(o1b.find("flow_matching.loss_weighting: 'snr' is not one of none, sigma_sqrt, cosmap"), std::string::npos)
+      << o1b;
+  auto [s1c, o1c] = run_command(kMmtrain + " train " + config + " --set data.on_error=ignore");
+  EXPECT_NE(s1c, 0);
+  EXPECT_NE(o1c.find("data.on_error: 'ignore' is not one of skip, fail"), std::string::npos) << o1c;
   auto [s2, o2] = run_command(kMmtrain + " train " + config + " --set ema.decay=1.5");
   EXPECT_NE(s2, 0);
   EXPECT_NE(o2.find("ema.decay"), std::string::npos) << o2;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "mm/core/error.h"
 
@@ -44,6 +45,23 @@ class ConfigSection {
     if (!given.IsDefined() || given.IsNull()) return;
     read(key, value);
     out = value;
+  }
+  // An enumerated value, parsed once: `out` keeps its default when the key is absent; a name
+  // outside `names` fails listing them.
+  template <typename E>
+  void read_enum(const std::string& key, E& out, std::initializer_list<std::pair<const char*, E>> names) {
+    std::optional<std::string> value;
+    read(key, value);
+    if (!value) return;
+    std::string list;
+    for (const auto& [name, e] : names) {
+      if (*value == name) {
+        out = e;
+        return;
+      }
+      list += (list.empty() ? "" : ", ") + std::string(name);
+    }
+    fail(file_, ": ", name_, ".", key, ": '", *value, "' is not one of ", list);
   }
   void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
     std::string list;

@@ -72,8 +72,6 @@ DecodedMedia decode_media(const std::vector<ChatMessage>& messages, const VideoS
 
 void SampleEncoderOptions::validate() const {
   MM_CHECK(max_seq_len > 1, "data.max_seq_len must be > 1, got ", max_seq_len);
-  MM_CHECK(truncation == "drop" || truncation == "right", "data.truncation must be \"drop\" or \"right\", got \"",
-           truncation, "\"");
   MM_CHECK(!max_pixels || *max_pixels > 0, "data.max_pixels must be positive");
   MM_CHECK(!min_pixels || *min_pixels > 0, "data.min_pixels must be positive");
   MM_CHECK(video_max_frames >= 0, "data.video_max_frames must be >= 0");
@@ -193,7 +191,7 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
 
   int64_t len = static_cast<int64_t>(ids.size());
   if (len > options_.max_seq_len) {
-    if (options_.truncation == "drop")
+    if (options_.truncation == Truncation::drop)
       throw SampleError(SkipReason::too_long,
                         str_cat(where, ": ", len, " tokens > max_seq_len ", options_.max_seq_len));
     for (int64_t p = options_.max_seq_len; p < len; ++p)

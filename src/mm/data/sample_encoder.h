@@ -22,12 +22,15 @@
 
 namespace mm {
 
+// data.truncation: what happens to a sample longer than max_seq_len.
+enum class Truncation { drop, right };
+
 struct SampleEncoderOptions {
   int64_t max_seq_len = 2048;
-  // "drop": a sample longer than max_seq_len is skipped (too_long). "right": the text tail is cut
+  // drop: a sample longer than max_seq_len is skipped (too_long). right: the text tail is cut
   // to max_seq_len, unless that would remove any vision token (the media would no longer match
   // the placeholders), in which case the sample is dropped too.
-  std::string truncation = "drop";
+  Truncation truncation = Truncation::drop;
   // false: every token after the first is a target.
   bool loss_on_assistant_only = true;
   // Per-image pixel limits overriding the processor config (images only).

@@ -12,6 +12,9 @@
 
 namespace mm {
 
+// What a run does with a sample it cannot use (data.on_error): skip and count it, or stop.
+enum class OnError { skip, fail };
+
 enum class SkipReason {
   malformed_record,      // not JSON, or a record without the expected fields
   missing_media,         // an image / video file that does not exist

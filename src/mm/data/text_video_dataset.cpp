@@ -280,7 +280,7 @@ TextVideoDataConfig TextVideoDataConfig::from_yaml(const YAML::Node& root, const
   data.read("shuffle", c.shuffle);
   data.read("drop_last", c.drop_last);
   data.read("num_workers", c.num_workers);
-  data.read("on_error", c.on_error);
+  data.read_enum("on_error", c.on_error, {{"skip", OnError::skip}, {"fail", OnError::fail}});
   data.read("probe_cache", c.probe_cache);
   data.finish();
   c.validate(where);
@@ -310,7 +310,6 @@ void TextVideoDataConfig::validate(const std::string& where) const {
   MM_CHECK(max_aspect_mismatch == 0 || max_aspect_mismatch >= 1, where,
            ".max_aspect_mismatch: must be >= 1 (0: no limit), got ", max_aspect_mismatch);
   MM_CHECK(num_workers >= 0, where, ".num_workers: must be >= 0, got ", num_workers);
-  MM_CHECK(on_error == "skip" || on_error == "fail", where, ".on_error: '", on_error, "' is not one of skip, fail");
 }
 
 std::vector<VideoBucket> TextVideoDataConfig::resolved_buckets() const {
@@ -340,7 +339,7 @@ TextVideoDataset TextVideoDataset::open(const TextVideoDataConfig& config) {
   TextVideoDataset ds;
   ds.config_ = config;
   ds.buckets_ = config.resolved_buckets();
-  const bool fail_fast = config.on_error == "fail";
+  const bool fail_fast = config.on_error == OnError::fail;
 
   std::vector<Parsed> parsed;
   for (const fs::path& file : config.jsonl) {
@@ -468,7 +467,7 @@ TextVideoBatches::TextVideoBatches(const TextVideoDataset& dataset, BucketBatchS
 }
 
 std::optional<TextVideoBatch> TextVideoBatches::next() {
-  const bool fail_fast = dataset_.config().on_error == "fail";
+  const bool fail_fast = dataset_.config().on_error == OnError::fail;
   while (auto batch = sampler_.next()) {
     const int64_t n = static_cast<int64_t>(batch->size());
     std::vector<std::optional<TextVideoSample>> loaded(n);

@@ -22,6 +22,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "mm/core/error.h"
+#include "mm/data/sample_errors.h"
 #include "mm/data/bucket_sampler.h"
 #include "mm/data/skip_tally.h"
 #include "mm/data/video_buckets.h"
@@ -50,7 +51,7 @@ struct TextVideoDataConfig {
   bool shuffle = true;
   bool drop_last = false;                    // see BucketSamplerOptions
   int num_workers = 2;                       // threads probing clips and loading a batch's samples; 0: none
-  std::string on_error = "skip";             // skip | fail
+  OnError on_error = OnError::skip;
   std::filesystem::path probe_cache;         // optional JSON cache of probe results (reused when size and mtime match)
 
   // Reads root[section] of the run config `file`; unknown keys, wrong types and invalid values are

@@ -48,11 +48,14 @@ VideoTrainConfig parse_video_train_config(const YAML::Node& root, const std::str
   ConfigSection flow(root, file, "flow_matching");
   flow.read("num_train_timesteps", c.flow_matching.num_train_timesteps);
   flow.read("shift", c.flow_matching.shift);
-  flow.read("timestep_sampling", c.flow_matching.timestep_sampling);
+  flow.read_enum("timestep_sampling", c.flow_matching.timestep_sampling,
+                 {{"uniform", TimestepSampling::uniform}, {"logit_normal", TimestepSampling::logit_normal},
+                  {"mode", TimestepSampling::mode}});
   flow.read("logit_mean", c.flow_matching.logit_mean);
   flow.read("logit_std", c.flow_matching.logit_std);
   flow.read("mode_scale", c.flow_matching.mode_scale);
-  flow.read("loss_weighting", c.flow_matching.loss_weighting);
+  flow.read_enum("loss_weighting", c.flow_matching.loss_weighting,
+                 {{"none", LossWeighting::none}, {"sigma_sqrt", LossWeighting::sigma_sqrt}, {"cosmap", LossWeighting::cosmap}});
   flow.finish();
   c.flow_matching.validate(file + ": flow_matching");
 

@@ -44,10 +44,6 @@ void apply_freezing(Qwen2_5_VLForConditionalGeneration& model, const TrainConfig
   }
 }
 
-ShardPlacement placement_of(const std::string& name) {
-  return name == "replicate" ? ShardPlacement::replicate : ShardPlacement::shard;
-}
-
 struct VlmMicroBatch : MicroBatch {
   TrainBatch batch;
 };
@@ -62,7 +58,7 @@ class VlmTrainingData : public TrainingData {
     SampleEncoderOptions options;
     options.max_seq_len = config.data.max_seq_len;
     options.truncation = config.data.truncation;
-    options.loss_on_assistant_only = config.data.loss_on == "assistant";
+    options.loss_on_assistant_only = config.data.loss_on_assistant_only;
     options.max_pixels = config.data.max_pixels;
     options.min_pixels = config.data.min_pixels;
     options.video_fps = config.data.video_fps;
@@ -137,7 +133,7 @@ class VlmTrainingData : public TrainingData {
       options.pad_token_id = tokenizer_->pad_token_id().value_or(0);
       options.num_workers = config_.data.num_workers;
       options.prefetch = config_.data.prefetch;
-      options.fail_on_error = config_.data.on_error == "fail";
+      options.fail_on_error = config_.data.on_error == OnError::fail;
       loader_ = std::make_unique<DataLoader>(*file_, *encoder_, *sampler_, options, start_);
       // Records known to be bad from before a resume are neither counted again nor logged.
       loader_->skips().merge_records(before_loading_.records_json(), "skipped records before the loader");
@@ -170,8 +166,7 @@ class VlmTrainingTask : public TrainingTask {
 
   torch::nn::Module& module() override { return *model_; }
   std::vector<ShardUnit> sharding_units() override {
-    return qwen2_5_vl_sharding_units(model_, placement_of(config_.parallel.vision),
-                                     placement_of(config_.parallel.language));
+    return qwen2_5_vl_sharding_units(model_, config_.parallel.vision, config_.parallel.language);
   }
   void set_block_runner(const BlockRunner& runner) override {
     model_->model->block_runner = runner;

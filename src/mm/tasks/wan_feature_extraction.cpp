@@ -16,7 +16,7 @@ ExtractSummary extract_wan_features(const VideoTrainConfig& config, const std::s
   if (config.model.random_frozen) init_frozen_parts_randomly(*model, config.model.init_seed + 1);
   const auto dataset = TextVideoDataset::open(config.data);
   options.max_sequence_length = config.model.max_sequence_length;
-  options.fail_on_error = config.data.on_error == "fail";
+  options.fail_on_error = config.data.on_error == OnError::fail;
   return extract_video_features(*model, dataset, options);
 }
 

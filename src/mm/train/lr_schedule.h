@@ -7,8 +7,11 @@
 
 namespace mm {
 
+// schedule.kind.
+enum class ScheduleKind { cosine, linear, constant };
+
 struct LrScheduleConfig {
-  std::string kind = "cosine";  // cosine | linear | constant
+  ScheduleKind kind = ScheduleKind::cosine;
   // Warmup length: warmup_steps when > 0, else ceil(total_steps * warmup_ratio) (as
   // TrainingArguments.get_warmup_steps); setting both is an error.
   int64_t warmup_steps = 0;

@@ -14,7 +14,7 @@ void read_train_section(const YAML::Node& root, const std::string& file, TrainCo
   train.read("grad_accum", out.grad_accum);
   train.read("max_steps", out.max_steps);
   train.read("epochs", out.epochs);
-  train.read("precision", out.precision);
+  train.read_enum("precision", out.precision, {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}});
   train.read("recompute", out.recompute);
   train.read("max_grad_norm", out.max_grad_norm);
   train.read("threads", out.threads);
@@ -22,7 +22,6 @@ void read_train_section(const YAML::Node& root, const std::string& file, TrainCo
   train.check(out.grad_accum >= 1, "grad_accum", "must be at least 1");
   train.check(out.max_steps >= 0, "max_steps", "must not be negative");
   train.check(out.max_steps > 0 || out.epochs >= 1, "epochs", "must be at least 1 when max_steps is 0");
-  train.one_of("precision", out.precision, {"fp32", "bf16"});
   train.check(out.threads >= 0, "threads", "must not be negative");
   train.finish();
 }
@@ -47,11 +46,11 @@ void read_optim_section(const YAML::Node& root, const std::string& file, TrainCo
 
 void read_schedule_section(const YAML::Node& root, const std::string& file, TrainConfig::Schedule& out) {
   ConfigSection schedule(root, file, "schedule");
-  schedule.read("kind", out.kind);
+  schedule.read_enum("kind", out.kind,
+                     {{"cosine", ScheduleKind::cosine}, {"linear", ScheduleKind::linear}, {"constant", ScheduleKind::constant}});
   schedule.read("warmup_steps", out.warmup_steps);
   schedule.read("warmup_ratio", out.warmup_ratio);
   schedule.read("min_lr_ratio", out.min_lr_ratio);
-  schedule.one_of("kind", out.kind, {"cosine", "linear", "constant"});
   schedule.check(out.warmup_steps >= 0, "warmup_steps", "must not be negative");
   schedule.check(out.warmup_ratio >= 0 && out.warmup_ratio < 1, "warmup_ratio", "must be in [0, 1)");
   schedule.check(out.min_lr_ratio >= 0 && out.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]");
@@ -78,19 +77,16 @@ void read_parallel_section(const YAML::Node& root, const std::string& file, Trai
   parallel.read("dp_shard", out.dp_shard);
   parallel.read("reshard_after_forward", out.reshard_after_forward);
   parallel.read("prefetch", out.prefetch);
-  parallel.read("param_dtype", out.param_dtype);
-  parallel.read("reduce_dtype", out.reduce_dtype);
+  parallel.read_enum("param_dtype", out.param_dtype, {{"fp32", at::kFloat}, {"bf16", at::kBFloat16}});
+  parallel.read_enum("reduce_dtype", out.reduce_dtype, {{"fp32", at::kFloat}, {"bf16", at::kBFloat16}});
   parallel.read("cpu_offload", out.cpu_offload);
   if (towers) {
-    parallel.read("vision", out.vision);
-    parallel.read("language", out.language);
+    const auto placements = {std::pair{"shard", ShardPlacement::shard}, std::pair{"replicate", ShardPlacement::replicate}};
+    parallel.read_enum("vision", out.vision, placements);
+    parallel.read_enum("language", out.language, placements);
   }
   parallel.read("timeout_s", out.timeout_s);
   parallel.check(out.dp_shard >= 0, "dp_shard", "must not be negative (0: all ranks)");
-  parallel.one_of("param_dtype", out.param_dtype, {"fp32", "bf16"});
-  parallel.one_of("reduce_dtype", out.reduce_dtype, {"fp32", "bf16"});
-  parallel.one_of("vision", out.vision, {"shard", "replicate"});
-  parallel.one_of("language", out.language, {"shard", "replicate"});
   parallel.check(out.timeout_s > 0, "timeout_s", "must be positive");
   parallel.finish();
 }
@@ -127,23 +123,20 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   data.read("train", c.data.train);
   data.read("root", c.data.root);
   data.read("max_seq_len", c.data.max_seq_len);
-  data.read("truncation", c.data.truncation);
-  data.read("loss_on", c.data.loss_on);
+  data.read_enum("truncation", c.data.truncation, {{"drop", Truncation::drop}, {"right", Truncation::right}});
+  data.read_enum("loss_on", c.data.loss_on_assistant_only, {{"assistant", true}, {"all", false}});
   data.read("packing", c.data.packing);
   data.read("group_by_length", c.data.group_by_length);
   data.read("shuffle", c.data.shuffle);
   data.read("num_workers", c.data.num_workers);
   data.read("prefetch", c.data.prefetch);
-  data.read("on_error", c.data.on_error);
+  data.read_enum("on_error", c.data.on_error, {{"skip", OnError::skip}, {"fail", OnError::fail}});
   data.read("max_pixels", c.data.max_pixels);
   data.read("min_pixels", c.data.min_pixels);
   data.read("video_fps", c.data.video_fps);
   data.read("video_max_frames", c.data.video_max_frames);
   data.check(!c.data.train.empty(), "train", "required (a .json or .jsonl conversation file)");
   data.check(c.data.max_seq_len > 0, "max_seq_len", "must be positive");
-  data.one_of("truncation", c.data.truncation, {"drop", "right"});
-  data.one_of("loss_on", c.data.loss_on, {"assistant", "all"});
-  data.one_of("on_error", c.data.on_error, {"skip", "fail"});
   data.check(c.data.num_workers >= 1, "num_workers", "must be at least 1");
   data.check(c.data.prefetch >= 1, "prefetch", "must be at least 1");
   data.check(c.data.video_fps > 0, "video_fps", "must be positive");

@@ -3,6 +3,7 @@
 // are errors (a typo must not silently train something else). See examples/qwen2.5vl/README.md
 // for the full key list.
 #pragma once
+#include <ATen/core/ScalarType.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
@@ -10,9 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "mm/data/sample_encoder.h"
+#include "mm/data/sample_errors.h"
 #include "mm/nn/lora.h"
+#include "mm/nn/sharding_plan.h"
+#include "mm/train/lr_schedule.h"
 
 namespace mm {
+
+// train.precision.
+enum class Precision { fp32, bf16 };
 
 struct TrainConfig {
   struct Model {
@@ -27,14 +35,14 @@ struct TrainConfig {
     std::filesystem::path train;  // .json or .jsonl conversations
     std::filesystem::path root;   // media paths are relative to this (default: train's folder)
     int64_t max_seq_len = 2048;
-    std::string truncation = "drop";  // drop | right
-    std::string loss_on = "assistant";  // assistant | all
+    Truncation truncation = Truncation::drop;
+    bool loss_on_assistant_only = true;  // loss_on: assistant (true) | all
     bool packing = false;
     bool group_by_length = false;
     bool shuffle = true;
     int num_workers = 2;
     int prefetch = 8;
-    std::string on_error = "skip";  // skip | fail
+    OnError on_error = OnError::skip;
     std::optional<int64_t> max_pixels, min_pixels;
     double video_fps = 2.0;
     int64_t video_max_frames = 0;
@@ -46,7 +54,7 @@ struct TrainConfig {
     int64_t grad_accum = 1;
     int64_t max_steps = 0;  // optimizer steps; 0 = run `epochs` epochs
     int64_t epochs = 1;
-    std::string precision = "fp32";  // fp32 | bf16 (autocast, fp32 master weights)
+    Precision precision = Precision::fp32;  // bf16: autocast, fp32 master weights
     bool recompute = false;          // recompute each decoder layer and ViT block in backward
     double max_grad_norm = 1.0;      // <= 0: no clipping (the norm is still logged)
     int threads = 0;                 // intra-op threads; 0 = libtorch's default
@@ -70,7 +78,7 @@ struct TrainConfig {
   } optim;
 
   struct Schedule {
-    std::string kind = "cosine";  // cosine | linear | constant
+    ScheduleKind kind = ScheduleKind::cosine;
     int64_t warmup_steps = 0;
     double warmup_ratio = 0.0;
     double min_lr_ratio = 0.0;
@@ -92,11 +100,11 @@ struct TrainConfig {
     int64_t dp_shard = 0;  // ranks each sharded unit is cut over (FSDP); 0 = all; 1 = plain DDP
     bool reshard_after_forward = true;
     bool prefetch = true;
-    std::string param_dtype = "fp32";   // fp32 | bf16: dtype of gathered parameters (compute)
-    std::string reduce_dtype = "fp32";  // fp32 | bf16: dtype gradients are summed in
+    at::ScalarType param_dtype = at::kFloat;   // fp32 | bf16: dtype of gathered parameters (compute)
+    at::ScalarType reduce_dtype = at::kFloat;  // fp32 | bf16: dtype gradients are summed in
     bool cpu_offload = false;           // sharded parameters, gradients, optimizer state on the CPU
-    std::string vision = "shard";       // shard | replicate: the vision tower's units
-    std::string language = "shard";     // shard | replicate: the language model's units
+    ShardPlacement vision = ShardPlacement::shard;    // the vision tower's units
+    ShardPlacement language = ShardPlacement::shard;  // the language model's units
     double timeout_s = 300;             // rendezvous and collective timeout
   } parallel;
 

@@ -310,7 +310,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
     sample_log.emplace(output_, mesh_->rank(), step_ > 0 ? std::optional<int64_t>(step_) : std::nullopt);
   StepOptions step_options;
   step_options.data_parallel = parallel_.get();
-  step_options.bf16_autocast = train.precision == "bf16";
+  step_options.bf16_autocast = train.precision == Precision::bf16;
   step_options.max_grad_norm = train.max_grad_norm;
   log::info("training for ", steps, " steps (", train.grad_accum, " x ", train.micro_batch_size, " ",
             task_->batch_unit(), " per step and process)");

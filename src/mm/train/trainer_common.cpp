@@ -25,16 +25,12 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
   log::info("data parallel over ", env.world_size, " processes: ", mesh->describe());
 }
 
-namespace {
-at::ScalarType dtype_named(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kFloat; }
-}  // namespace
-
 parallel::ShardingOptions sharding_options(const TrainConfig::Parallel& parallel) {
   parallel::ShardingOptions sharding;
   sharding.reshard_after_forward = parallel.reshard_after_forward;
   sharding.prefetch = parallel.prefetch;
-  sharding.param_dtype = dtype_named(parallel.param_dtype);
-  sharding.reduce_dtype = dtype_named(parallel.reduce_dtype);
+  sharding.param_dtype = parallel.param_dtype;
+  sharding.reduce_dtype = parallel.reduce_dtype;
   sharding.cpu_offload = parallel.cpu_offload;
   return sharding;
 }

@@ -12,11 +12,7 @@ namespace mm {
 void FlowMatchingObjective::validate(const std::string& where) const {
   MM_CHECK(num_train_timesteps >= 1, where, ".num_train_timesteps: must be at least 1, got ", num_train_timesteps);
   MM_CHECK(shift > 0, where, ".shift: must be positive, got ", shift);
-  MM_CHECK(timestep_sampling == "uniform" || timestep_sampling == "logit_normal" || timestep_sampling == "mode",
-           where, ".timestep_sampling: '", timestep_sampling, "' is not one of uniform, logit_normal, mode");
   MM_CHECK(logit_std > 0, where, ".logit_std: must be positive, got ", logit_std);
-  MM_CHECK(loss_weighting == "none" || loss_weighting == "sigma_sqrt" || loss_weighting == "cosmap", where,
-           ".loss_weighting: '", loss_weighting, "' is not one of none, sigma_sqrt, cosmap");
 }
 
 at::Tensor flow_matching_training_sigmas(const FlowMatchingObjective& objective) {
@@ -29,10 +25,10 @@ at::Tensor flow_matching_training_sigmas(const FlowMatchingObjective& objective)
 
 at::Tensor sample_timestep_density(const FlowMatchingObjective& objective, int64_t batch, at::Generator& generator) {
   const auto options = at::TensorOptions().dtype(at::kFloat);
-  if (objective.timestep_sampling == "logit_normal")
+  if (objective.timestep_sampling == TimestepSampling::logit_normal)
     return at::sigmoid(at::normal(objective.logit_mean, objective.logit_std, {batch}, generator, options));
   auto u = at::rand({batch}, generator, options);
-  if (objective.timestep_sampling == "mode")
+  if (objective.timestep_sampling == TimestepSampling::mode)
     u = 1 - u - objective.mode_scale * (at::cos(std::numbers::pi * u / 2).pow(2) - 1 + u);
   return u;
 }
@@ -54,9 +50,9 @@ FlowMatchingBatch make_flow_matching_batch(const FlowMatchingObjective& objectiv
   const auto sigma = out.sigmas.view(shape).to(latents.dtype());
   out.noisy = (1 - sigma) * latents + sigma * noise;
   out.target = noise - latents;
-  if (objective.loss_weighting == "sigma_sqrt") {
+  if (objective.loss_weighting == LossWeighting::sigma_sqrt) {
     out.weights = out.sigmas.pow(-2.0);
-  } else if (objective.loss_weighting == "cosmap") {
+  } else if (objective.loss_weighting == LossWeighting::cosmap) {
     out.weights = 2 / (std::numbers::pi * (1 - 2 * out.sigmas + 2 * out.sigmas.pow(2)));
   } else {
     out.weights = at::ones_like(out.sigmas);

@@ -16,13 +16,18 @@
 
 namespace mm {
 
+// How training timesteps are drawn (flow_matching.timestep_sampling) and how the loss is weighted
+// per timestep (flow_matching.loss_weighting), as diffusers' training_utils names them.
+enum class TimestepSampling { uniform, logit_normal, mode };
+enum class LossWeighting { none, sigma_sqrt, cosmap };
+
 struct FlowMatchingObjective {
   int64_t num_train_timesteps = 1000;
   double shift = 5.0;                            // Wan's training shift
-  std::string timestep_sampling = "uniform";     // uniform | logit_normal | mode
+  TimestepSampling timestep_sampling = TimestepSampling::uniform;
   double logit_mean = 0.0, logit_std = 1.0;      // logit_normal
   double mode_scale = 1.29;                      // mode
-  std::string loss_weighting = "none";           // none | sigma_sqrt | cosmap
+  LossWeighting loss_weighting = LossWeighting::none;
 
   // Throws mm::Error naming the field (as "<where>.<field>").
   void validate(const std::string& where = "flow_matching") const;
