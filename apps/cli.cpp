@@ -9,10 +9,17 @@
 #include <vector>
 
 #include "commands.h"
+#include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/dist/process_group.h"
 
 namespace mm::cli {
+
+at::ScalarType dtype_option(const std::string& name) {
+  if (name == "fp32" || name == "float32") return at::kFloat;
+  if (name == "bf16" || name == "bfloat16") return at::kBFloat16;
+  fail("--dtype '", name, "' is not supported (fp32 or bf16)");
+}
 
 int run(int argc, char** argv) {
   CLI::App app{

@@ -27,12 +27,6 @@ struct EvalCliOptions {
   EvalOptions eval;
 };
 
-torch::Dtype dtype_from(const std::string& name) {
-  if (name == "fp32" || name == "float32") return torch::kFloat32;
-  if (name == "bf16" || name == "bfloat16") return torch::kBFloat16;
-  fail("--dtype '", name, "' is not supported (fp32 or bf16)");
-}
-
 void print_table(const EvalResult& result) {
   auto row = [](const std::string& name, const EvalScore& s) {
     char line[160];
@@ -68,7 +62,7 @@ void write_predictions(const std::filesystem::path& path, const EvalResult& resu
 
 void run_eval(EvalCliOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
-  const torch::Dtype dtype = dtype_from(o.dtype);
+  const at::ScalarType dtype = dtype_option(o.dtype);
   if (!o.output.empty()) {
     const auto parent = std::filesystem::absolute(o.output).parent_path();
     MM_CHECK(std::filesystem::is_directory(parent), "--output ", o.output, ": directory ", parent.string(),

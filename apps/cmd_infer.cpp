@@ -34,12 +34,6 @@ struct InferOptions {
   GenerationConfig generation;
 };
 
-torch::Dtype parse_dtype(const std::string& name) {
-  if (name == "fp32" || name == "float32") return torch::kFloat32;
-  if (name == "bf16" || name == "bfloat16") return torch::kBFloat16;
-  fail("--dtype '", name, "' is not supported (fp32 or bf16)");
-}
-
 namespace fs = std::filesystem;
 
 // A folder this command makes for decoded data: URLs and removes when it ends.
@@ -117,7 +111,7 @@ void run_infer(InferOptions& o) {
   if (o.video_frames > 0) video.max_frames = o.video_frames;
   const auto start = std::chrono::steady_clock::now();
   const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain infer");
-  const auto chat = spec.open_chat(o.model, parse_dtype(o.dtype));
+  const auto chat = spec.open_chat(o.model, dtype_option(o.dtype));
   log::info("loaded ", o.model, " (", spec.family, ", ", o.dtype, ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
   ScratchDir scratch;

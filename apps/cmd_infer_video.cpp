@@ -54,7 +54,7 @@ std::pair<int64_t, int64_t> parse_size(const std::string& text) {
 void run_t2v(VideoInferOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
   MM_CHECK(!o.prompt.empty(), "--prompt: required");
-  MM_CHECK(o.dtype == "fp32" || o.dtype == "bf16", "--dtype '", o.dtype, "' is not supported (fp32 or bf16)");
+  const at::ScalarType dtype = dtype_option(o.dtype);
   std::tie(o.sampling.width, o.sampling.height) = parse_size(o.size);
   o.sampling.tiled_decode = o.tiled;
   o.sampling.validate();
@@ -67,7 +67,7 @@ void run_t2v(VideoInferOptions& o) {
   VideoRequest request;
   request.model = o.model;
   request.transformer = o.transformer;
-  request.dtype = o.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  request.dtype = dtype;
   request.prompt = o.prompt;
   if (!o.image.empty()) request.image = decode_image(o.image);
   if (!o.last_image.empty()) request.last_image = decode_image(o.last_image);

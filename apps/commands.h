@@ -1,6 +1,9 @@
 // Each subcommand registers its options and its action on the CLI11 app.
 #pragma once
+#include <ATen/core/ScalarType.h>
 #include <CLI/CLI.hpp>
+
+#include <string>
 
 namespace mm::cli {
 
@@ -17,6 +20,10 @@ inline CLI::Validator key_value_validator() {
       },
       "KEY=VALUE");
 }
+
+// --dtype: fp32 (float32) or bf16 (bfloat16), the weights' and the computation's; another name
+// is an error naming the option.
+at::ScalarType dtype_option(const std::string& name);
 
 void add_train_command(CLI::App& app);
 void add_infer_command(CLI::App& app);
