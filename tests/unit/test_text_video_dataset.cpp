@@ -17,7 +17,7 @@
 #include "testing.h"
 
 namespace fs = std::filesystem;
-using mm::TextVideoSkip;
+using mm::SkipReason;
 using mm::VideoBucket;
 using mm::testing::run_command;
 
@@ -404,7 +404,7 @@ TEST_F(TextVideoData, FpsSamplingPicksTheRightSourceFrames) {
   c.fps = 2.0;  // step 12: 30 frames fill only 3
   const auto ds = mm::TextVideoDataset::open(c);
   EXPECT_EQ(ds.size(), 0);
-  EXPECT_EQ(ds.skips().count(TextVideoSkip::too_few_frames), 1);
+  EXPECT_EQ(ds.skips().count(SkipReason::too_few_frames), 1);
 }
 
 TEST_F(TextVideoData, SolidColourSurvivesResizeAndCrop) {
@@ -503,12 +503,12 @@ TEST_F(TextVideoData, BadRecordsAreSkippedAndCounted) {
   EXPECT_EQ(ds.record(0).where, jsonl.string() + ":1");
   EXPECT_EQ(ds.record(1).where, jsonl.string() + ":11");
   const auto& s = ds.skips();
-  EXPECT_EQ(s.count(TextVideoSkip::corrupt_media), 2);
-  EXPECT_EQ(s.count(TextVideoSkip::caption_too_long), 1);
-  EXPECT_EQ(s.count(TextVideoSkip::no_bucket), 1);
-  EXPECT_EQ(s.count(TextVideoSkip::missing_media), 1);
-  EXPECT_EQ(s.count(TextVideoSkip::malformed_record), 3);
-  EXPECT_EQ(s.count(TextVideoSkip::too_few_frames), 1);
+  EXPECT_EQ(s.count(SkipReason::corrupt_media), 2);
+  EXPECT_EQ(s.count(SkipReason::caption_too_long), 1);
+  EXPECT_EQ(s.count(SkipReason::no_bucket), 1);
+  EXPECT_EQ(s.count(SkipReason::missing_media), 1);
+  EXPECT_EQ(s.count(SkipReason::malformed_record), 3);
+  EXPECT_EQ(s.count(SkipReason::too_few_frames), 1);
   EXPECT_EQ(s.total(), 9);
   EXPECT_EQ(s.to_json()["total"], 9);
 
@@ -519,18 +519,18 @@ TEST_F(TextVideoData, BadRecordsAreSkippedAndCounted) {
   cc.max_caption_chars = 5;
   const auto ds_chars = mm::TextVideoDataset::open(cc);
   EXPECT_EQ(ds_chars.size(), 1);
-  EXPECT_EQ(ds_chars.skips().count(TextVideoSkip::caption_too_long), 1);
+  EXPECT_EQ(ds_chars.skips().count(SkipReason::caption_too_long), 1);
 
   // on_error: fail throws the first bad record's error, naming the line and the file.
-  const std::vector<std::pair<std::string, std::pair<TextVideoSkip, std::string>>> cases = {
-      {record("not_a_video.mp4", "x"), {TextVideoSkip::corrupt_media, "not_a_video.mp4"}},
-      {record("zero.mkv", "x"), {TextVideoSkip::corrupt_media, "zero.mkv"}},
-      {record("wide_b.mkv", "one two three four five six seven"), {TextVideoSkip::caption_too_long, "7 words"}},
-      {record("tiny.mkv", "x"), {TextVideoSkip::no_bucket, "tiny.mkv"}},
-      {record("absent.mkv", "x"), {TextVideoSkip::missing_media, "absent.mkv"}},
-      {"{not json\n", {TextVideoSkip::malformed_record, "not JSON"}},
-      {"{\"path\": \"a.mkv\"}\n", {TextVideoSkip::malformed_record, "\"caption\""}},
-      {record("short3.mkv", "x"), {TextVideoSkip::too_few_frames, "short3.mkv"}},
+  const std::vector<std::pair<std::string, std::pair<SkipReason, std::string>>> cases = {
+      {record("not_a_video.mp4", "x"), {SkipReason::corrupt_media, "not_a_video.mp4"}},
+      {record("zero.mkv", "x"), {SkipReason::corrupt_media, "zero.mkv"}},
+      {record("wide_b.mkv", "one two three four five six seven"), {SkipReason::caption_too_long, "7 words"}},
+      {record("tiny.mkv", "x"), {SkipReason::no_bucket, "tiny.mkv"}},
+      {record("absent.mkv", "x"), {SkipReason::missing_media, "absent.mkv"}},
+      {"{not json\n", {SkipReason::malformed_record, "not JSON"}},
+      {"{\"path\": \"a.mkv\"}\n", {SkipReason::malformed_record, "\"caption\""}},
+      {record("short3.mkv", "x"), {SkipReason::too_few_frames, "short3.mkv"}},
   };
   for (const auto& [line, want] : cases) {
     const fs::path one = dir() / "one_bad.jsonl";
@@ -543,7 +543,7 @@ TEST_F(TextVideoData, BadRecordsAreSkippedAndCounted) {
     try {
       mm::TextVideoDataset::open(f);
       ADD_FAILURE() << "no error for " << line;
-    } catch (const mm::TextVideoError& e) {
+    } catch (const mm::SampleError& e) {
       EXPECT_EQ(e.reason(), want.first) << e.what();
       const std::string what = e.what();
       EXPECT_NE(what.find(one.string() + ":2"), std::string::npos) << what;
@@ -567,7 +567,7 @@ TEST_F(TextVideoData, LoadTimeFailureIsSkippedInTheBatch) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->indices, (std::vector<int64_t>{0}));
   EXPECT_EQ(b->video.size(0), 1);
-  EXPECT_EQ(batches.skips().count(TextVideoSkip::missing_media), 1);
+  EXPECT_EQ(batches.skips().count(SkipReason::missing_media), 1);
   EXPECT_FALSE(batches.next());
 
   auto failing = config(jsonl);
@@ -579,8 +579,8 @@ TEST_F(TextVideoData, LoadTimeFailureIsSkippedInTheBatch) {
   try {
     strict.next();
     FAIL() << "on_error: fail did not throw at load time";
-  } catch (const mm::TextVideoError& e) {
-    EXPECT_EQ(e.reason(), TextVideoSkip::missing_media);
+  } catch (const mm::SampleError& e) {
+    EXPECT_EQ(e.reason(), SkipReason::missing_media);
     EXPECT_NE(std::string(e.what()).find("doomed.mkv"), std::string::npos) << e.what();
   }
 }

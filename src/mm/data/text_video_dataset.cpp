@@ -76,13 +76,13 @@ void parallel_indices(int64_t n, int threads, const Body& body) {
 struct Probe {
   int64_t width = 0, height = 0, frames = 0;
   double fps = 0;
-  std::optional<TextVideoError> error;
+  std::optional<SampleError> error;
 };
 
 Probe probe_media(const fs::path& path, bool image) {
   Probe p;
   if (!fs::is_regular_file(path)) {
-    p.error = TextVideoError(TextVideoSkip::missing_media, str_cat(path.string(), ": no such file"));
+    p.error = SampleError(SkipReason::missing_media, str_cat(path.string(), ": no such file"));
     return p;
   }
   try {
@@ -99,11 +99,11 @@ Probe probe_media(const fs::path& path, bool image) {
       p.fps = v.fps;
     }
   } catch (const Error& e) {
-    p.error = TextVideoError(TextVideoSkip::corrupt_media, e.what());
+    p.error = SampleError(SkipReason::corrupt_media, e.what());
     return p;
   }
   if (p.frames <= 0)
-    p.error = TextVideoError(TextVideoSkip::corrupt_media, str_cat(path.string(), ": the video has no frames"));
+    p.error = SampleError(SkipReason::corrupt_media, str_cat(path.string(), ": the video has no frames"));
   return p;
 }
 
@@ -174,27 +174,27 @@ class ProbeCache {
 // A JSONL line parsed into a record (without its probe), or the reason it is unusable.
 struct Parsed {
   TextVideoRecord record;
-  std::optional<TextVideoError> error;
+  std::optional<SampleError> error;
 };
 
 Parsed parse_line(const std::string& line, const fs::path& root, const std::string& where,
                   const TextVideoDataConfig& c) {
   Parsed p;
   p.record.where = where;
-  auto reject = [&](TextVideoSkip reason, const auto&... message) {
-    p.error = TextVideoError(reason, str_cat(where, ": ", message...));
+  auto reject = [&](SkipReason reason, const auto&... message) {
+    p.error = SampleError(reason, str_cat(where, ": ", message...));
     return p;
   };
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
-    return reject(TextVideoSkip::malformed_record, "not JSON (", e.what(), ")");
+    return reject(SkipReason::malformed_record, "not JSON (", e.what(), ")");
   }
-  if (!j.is_object()) return reject(TextVideoSkip::malformed_record, "not a JSON object");
+  if (!j.is_object()) return reject(SkipReason::malformed_record, "not a JSON object");
   for (const char* key : {"path", "caption"}) {
     if (!j.contains(key) || !j[key].is_string())
-      return reject(TextVideoSkip::malformed_record, "\"", key, "\" is missing or not a string");
+      return reject(SkipReason::malformed_record, "\"", key, "\" is missing or not a string");
   }
   const fs::path media = j["path"].get<std::string>();
   p.record.path = media.is_absolute() ? media : root / media;
@@ -202,18 +202,18 @@ Parsed parse_line(const std::string& line, const fs::path& root, const std::stri
   p.record.image = is_image_path(p.record.path);
   const int64_t chars = utf8_code_points(p.record.caption), words = word_count(p.record.caption);
   if (c.max_caption_chars > 0 && chars > c.max_caption_chars)
-    return reject(TextVideoSkip::caption_too_long, "caption of ", chars, " characters > max_caption_chars ",
+    return reject(SkipReason::caption_too_long, "caption of ", chars, " characters > max_caption_chars ",
                   c.max_caption_chars);
   if (c.max_caption_words > 0 && words > c.max_caption_words)
-    return reject(TextVideoSkip::caption_too_long, "caption of ", words, " words > max_caption_words ",
+    return reject(SkipReason::caption_too_long, "caption of ", words, " words > max_caption_words ",
                   c.max_caption_words);
   return p;
 }
 
 // Fills the record's probe fields and bucket, or says why it has none.
-std::optional<TextVideoError> assign_bucket(TextVideoRecord& r, const Probe& probe,
+std::optional<SampleError> assign_bucket(TextVideoRecord& r, const Probe& probe,
                                             const std::vector<VideoBucket>& buckets, const TextVideoDataConfig& c) {
-  if (probe.error) return TextVideoError(probe.error->reason(), str_cat(r.where, ": ", probe.error->what()));
+  if (probe.error) return SampleError(probe.error->reason(), str_cat(r.where, ": ", probe.error->what()));
   r.width = probe.width;
   r.height = probe.height;
   r.total_frames = probe.frames;
@@ -223,19 +223,19 @@ std::optional<TextVideoError> assign_bucket(TextVideoRecord& r, const Probe& pro
     try {
       fillable = fillable_frames(r.total_frames, r.fps, c.frame_sampling(), r.path.string());
     } catch (const Error& e) {
-      return TextVideoError(TextVideoSkip::corrupt_media, str_cat(r.where, ": ", e.what()));
+      return SampleError(SkipReason::corrupt_media, str_cat(r.where, ": ", e.what()));
     }
   }
   int64_t min_frames = INT64_MAX;
   for (const VideoBucket& b : buckets) min_frames = std::min(min_frames, b.frames);
   if (fillable < min_frames) {
-    return TextVideoError(TextVideoSkip::too_few_frames, str_cat(r.where, ": ", r.path.string(), " fills ", fillable,
+    return SampleError(SkipReason::too_few_frames, str_cat(r.where, ": ", r.path.string(), " fills ", fillable,
                                                                  " frames, fewer than the smallest bucket's ",
                                                                  min_frames));
   }
   const auto bucket = choose_bucket(buckets, r.width, r.height, fillable, c.bucket_rules());
   if (!bucket) {
-    return TextVideoError(TextVideoSkip::no_bucket,
+    return SampleError(SkipReason::no_bucket,
                           str_cat(r.where, ": ", r.path.string(), " (", r.width, "x", r.height, ", ", fillable,
                                   " frames) fits no bucket (allow_upscale ", c.allow_upscale ? "true" : "false",
                                   ", max_aspect_mismatch ", c.max_aspect_mismatch, ")"));
@@ -316,23 +316,10 @@ std::vector<VideoBucket> TextVideoDataConfig::resolved_buckets() const {
   return buckets.empty() ? make_buckets(bucket_pixels, bucket_aspect_ratios, bucket_frames) : buckets;
 }
 
-const char* text_video_skip_name(TextVideoSkip reason) {
-  switch (reason) {
-    case TextVideoSkip::malformed_record: return "malformed_record";
-    case TextVideoSkip::caption_too_long: return "caption_too_long";
-    case TextVideoSkip::missing_media: return "missing_media";
-    case TextVideoSkip::corrupt_media: return "corrupt_media";
-    case TextVideoSkip::too_few_frames: return "too_few_frames";
-    case TextVideoSkip::no_bucket: return "no_bucket";
-  }
-  return "unknown";
+SkipCounts text_video_skip_counts() {
+  return SkipCounts({SkipReason::malformed_record, SkipReason::caption_too_long, SkipReason::missing_media,
+                     SkipReason::corrupt_media, SkipReason::too_few_frames, SkipReason::no_bucket});
 }
-
-TextVideoSkips::TextVideoSkips() : SkipTally([] {
-  std::vector<std::string> names;
-  for (int r = 0; r < kNumTextVideoSkips; ++r) names.emplace_back(text_video_skip_name(static_cast<TextVideoSkip>(r)));
-  return names;
-}()) {}
 
 TextVideoDataset TextVideoDataset::open(const TextVideoDataConfig& config) {
   config.validate();
@@ -417,10 +404,10 @@ TextVideoSample TextVideoDataset::load(int64_t i, uint64_t crop_seed) const {
   s.video = torch::empty({3, bucket.frames, bucket.height, bucket.width}, torch::kFloat);
   const std::string name = str_cat(r.where, ": ", r.path.string());
   if (!fs::is_regular_file(r.path))
-    throw TextVideoError(TextVideoSkip::missing_media, str_cat(name, ": no such file (it was there when probed)"));
+    throw SampleError(SkipReason::missing_media, str_cat(name, ": no such file (it was there when probed)"));
   auto check_size = [&](const at::Tensor& rgb) {
     if (rgb.size(0) != r.height || rgb.size(1) != r.width)
-      throw TextVideoError(TextVideoSkip::corrupt_media, str_cat(name, ": frame of ", rgb.size(1), "x", rgb.size(0),
+      throw SampleError(SkipReason::corrupt_media, str_cat(name, ": frame of ", rgb.size(1), "x", rgb.size(0),
                                                                  ", the probe said ", r.width, "x", r.height));
   };
   try {
@@ -434,10 +421,10 @@ TextVideoSample TextVideoDataset::load(int64_t i, uint64_t crop_seed) const {
         s.video.select(1, static_cast<int64_t>(k)).copy_(resize_and_crop(rgb, window, bucket));
       });
     }
-  } catch (const TextVideoError&) {
+  } catch (const SampleError&) {
     throw;
   } catch (const Error& e) {
-    throw TextVideoError(TextVideoSkip::corrupt_media, str_cat(r.where, ": ", e.what()));
+    throw SampleError(SkipReason::corrupt_media, str_cat(r.where, ": ", e.what()));
   }
   return s;
 }
@@ -471,7 +458,7 @@ std::optional<TextVideoBatch> TextVideoBatches::next() {
   while (auto batch = sampler_.next()) {
     const int64_t n = static_cast<int64_t>(batch->size());
     std::vector<std::optional<TextVideoSample>> loaded(n);
-    std::vector<std::optional<TextVideoError>> errors(n);
+    std::vector<std::optional<SampleError>> errors(n);
     std::vector<std::exception_ptr> failures(n);
     const uint64_t epoch = static_cast<uint64_t>(sampler_.epoch());
     parallel_indices(n, dataset_.config().num_workers, [&](int64_t k) {
@@ -480,7 +467,7 @@ std::optional<TextVideoBatch> TextVideoBatches::next() {
       const uint64_t crop_seed = sampler_.options().seed * 0x9E3779B97F4A7C15ull ^ (epoch << 40) ^ index;
       try {
         loaded[k] = dataset_.load((*batch)[k], crop_seed);
-      } catch (const TextVideoError& e) {
+      } catch (const SampleError& e) {
         errors[k] = e;
       } catch (...) {
         failures[k] = std::current_exception();

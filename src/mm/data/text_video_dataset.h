@@ -7,7 +7,7 @@
 // Unusable records are skipped and counted by reason when the dataset opens (bad JSON, missing
 // field, caption over the limit, missing/unreadable/zero-frame media, too few frames for any
 // bucket, a size or aspect ratio no bucket takes), and at load time (a clip that fails to decode
-// after probing). With on_error: fail the first one throws its TextVideoError instead.
+// after probing). With on_error: fail the first one throws its SampleError instead.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -69,37 +69,11 @@ struct TextVideoDataConfig {
   }
 };
 
-enum class TextVideoSkip {
-  malformed_record,  // not JSON, not an object, path/caption missing or not strings
-  caption_too_long,  // over max_caption_chars or max_caption_words
-  missing_media,     // the file does not exist
-  corrupt_media,     // exists but cannot be probed or decoded, or has no frames
-  too_few_frames,    // fills fewer frames than the smallest bucket
-  no_bucket,         // fills enough frames, but its size / aspect ratio fits no bucket
-};
-inline constexpr int kNumTextVideoSkips = 6;
-const char* text_video_skip_name(TextVideoSkip reason);  // the enumerator's name
-
-// An unusable sample; what() names the record (file:line) or the media file and the problem.
-class TextVideoError : public Error {
- public:
-  TextVideoError(TextVideoSkip reason, const std::string& message) : Error(message), reason_(reason) {}
-  TextVideoSkip reason() const { return reason_; }
-
- private:
-  TextVideoSkip reason_;
-};
-
-// The bad records per reason (skip_tally.h: each counted once, however often met). Thread-safe.
-class TextVideoSkips : public SkipTally {
- public:
-  TextVideoSkips();
-  // `record`: the record's line index while opening, its dataset index when loading.
-  void add(TextVideoSkip reason, int64_t record, const std::string& message) {
-    SkipTally::add(static_cast<int>(reason), record, message);
-  }
-  int64_t count(TextVideoSkip reason) const { return SkipTally::count(static_cast<int>(reason)); }
-};
+// The reasons a text-video dataset skips a record (sample_errors.h), in the order its counts list
+// them: malformed_record (not JSON, not an object, path/caption missing or not strings),
+// caption_too_long, missing_media, corrupt_media (cannot be probed or decoded, or no frames),
+// too_few_frames (fewer than the smallest bucket), no_bucket (size or aspect ratio fits none).
+SkipCounts text_video_skip_counts();
 
 // One usable record, with its probe and bucket.
 struct TextVideoRecord {
@@ -131,7 +105,7 @@ class TextVideoDataset {
  public:
   // Reads every JSONL, probes every clip (num_workers threads; the probe cache when configured)
   // and assigns buckets. Throws mm::Error for an invalid config or an unreadable JSONL, and with
-  // on_error: fail the first unusable record's TextVideoError.
+  // on_error: fail the first unusable record's SampleError.
   static TextVideoDataset open(const TextVideoDataConfig& config);
 
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
@@ -143,18 +117,18 @@ class TextVideoDataset {
   std::vector<int64_t> frame_indices(int64_t i) const;
 
   // Decodes, resizes and crops sample i to its bucket. crop_seed: the random crop's seed (used only
-  // with random_crop; the loader derives it from seed, epoch and index). Throws TextVideoError
+  // with random_crop; the loader derives it from seed, epoch and index). Throws SampleError
   // (corrupt_media / missing_media) naming the file. Thread-safe.
   TextVideoSample load(int64_t i, uint64_t crop_seed = 0) const;
 
-  const TextVideoSkips& skips() const { return skips_; }  // records skipped while opening
+  const SkipCounts& skips() const { return skips_; }  // records skipped while opening
   const TextVideoDataConfig& config() const { return config_; }
 
  private:
   TextVideoDataConfig config_;
   std::vector<VideoBucket> buckets_;
   std::vector<TextVideoRecord> records_;
-  TextVideoSkips skips_;
+  SkipCounts skips_ = text_video_skip_counts();
 };
 
 // Stacks samples of one bucket into a batch; throws mm::Error if their buckets differ.
@@ -172,15 +146,15 @@ class TextVideoBatches {
   std::optional<TextVideoBatch> next();  // nullopt at the end of the epoch
   void start_epoch() { sampler_.start_epoch(); }
   void start_epoch(int64_t epoch) { sampler_.start_epoch(epoch); }
-  const TextVideoSkips& skips() const { return skips_; }  // load-time skips
-  TextVideoSkips& skips() { return skips_; }
+  const SkipCounts& skips() const { return skips_; }  // load-time skips
+  SkipCounts& skips() { return skips_; }
   const BucketBatchSampler& sampler() const { return sampler_; }
   BucketBatchSampler& sampler() { return sampler_; }
 
  private:
   const TextVideoDataset& dataset_;
   BucketBatchSampler sampler_;
-  TextVideoSkips skips_;
+  SkipCounts skips_ = text_video_skip_counts();
 };
 
 }  // namespace mm

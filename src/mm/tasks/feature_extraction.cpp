@@ -88,7 +88,7 @@ ExtractSummary extract_video_features(WanModel& model, const TextVideoDataset& d
       TextVideoSample sample;
       try {
         sample = dataset.load(i);
-      } catch (const TextVideoError& e) {
+      } catch (const SampleError& e) {
         if (options.fail_on_error) throw;
         log::warn("extract: skipped: ", e.what());
         ++skipped;

@@ -133,7 +133,7 @@ class VideoTrainingData : public TrainingData {
   std::unique_ptr<TextVideoBatches> clip_batches_;
   std::unique_ptr<VideoFeatures> features_;
   std::unique_ptr<BucketBatchSampler> feature_batches_;
-  TextVideoSkips no_skips_;  // features skip nothing while loading
+  SkipCounts no_skips_ = text_video_skip_counts();  // features skip nothing while loading
 };
 
 class VideoTrainingTask : public TrainingTask {
