@@ -3,6 +3,7 @@
 #include <map>
 
 #include "mm/core/error.h"
+#include "mm/core/seed_mix.h"
 
 namespace mm {
 
@@ -26,8 +27,7 @@ std::vector<std::vector<int64_t>> BucketBatchSampler::all_batches(int64_t epoch)
   for (const auto& [bucket, samples] : members) {
     SamplerOptions per_bucket;
     per_bucket.shuffle = options_.shuffle;
-    // A stream per bucket (splitmix64's increment keeps nearby ids apart).
-    per_bucket.seed = options_.seed ^ (static_cast<uint64_t>(bucket) + 1) * 0x9E3779B97F4A7C15ull;
+    per_bucket.seed = stream_seed(options_.seed, static_cast<uint64_t>(bucket));  // a shuffle per bucket
     const std::vector<int64_t> order = Sampler(std::vector<int64_t>(samples.size()), per_bucket).order(epoch);
     for (size_t start = 0; start < order.size(); start += options_.batch_size) {
       const size_t end = std::min(order.size(), start + static_cast<size_t>(options_.batch_size));

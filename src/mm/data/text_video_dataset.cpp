@@ -13,8 +13,9 @@
 
 #include "mm/core/config_section.h"
 #include "mm/core/log.h"
-#include "mm/media/image_decode.h"
+#include "mm/core/seed_mix.h"
 #include "mm/data/loader.h"
+#include "mm/media/image_decode.h"
 #include "mm/media/video_probe.h"
 
 namespace mm {
@@ -464,7 +465,7 @@ std::optional<TextVideoBatch> TextVideoBatches::next() {
     parallel_indices(n, dataset_.config().num_workers, [&](int64_t k) {
       // One crop per (seed, epoch, sample): resumed runs crop exactly as uninterrupted ones.
       const uint64_t index = static_cast<uint64_t>((*batch)[k]);
-      const uint64_t crop_seed = sampler_.options().seed * 0x9E3779B97F4A7C15ull ^ (epoch << 40) ^ index;
+      const uint64_t crop_seed = sample_key(sampler_.options().seed, epoch, index);
       try {
         loaded[k] = dataset_.load((*batch)[k], crop_seed);
       } catch (const SampleError& e) {

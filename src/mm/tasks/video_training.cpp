@@ -6,6 +6,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/log.h"
+#include "mm/core/seed_mix.h"
 #include "mm/data/video_features.h"
 #include "mm/models/wan/wan_pipeline.h"
 #include "mm/models/wan/wan_pipeline_random.h"
@@ -28,11 +29,8 @@ struct LatentBatch : MicroBatch {
 // they do not depend on the batch it lands in, the rank that trains it, the data source (clips or
 // extracted features) or a resume.
 at::Generator sample_generator(uint64_t seed, int64_t epoch, int64_t index) {
-  uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) << 40) ^ static_cast<uint64_t>(index);
-  key ^= key >> 31;  // splitmix64's finalizer: nearby keys give unrelated seeds
-  key *= 0xBF58476D1CE4E5B9ull;
-  key ^= key >> 27;
-  return at::make_generator<at::CPUGeneratorImpl>(key);
+  return at::make_generator<at::CPUGeneratorImpl>(
+      sample_generator_seed(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index)));
 }
 
 // Clips (raw, through the frozen VAE and umT5) or extracted features, by bucketed batches.
