@@ -30,36 +30,18 @@ DataLoader::DataLoader(const ConversationFile& file, const SampleEncoder& encode
   options_.validate();
   MM_CHECK(sampler_.dataset_size() == static_cast<int64_t>(file_.size()), "data loader: the sampler covers ",
            sampler_.dataset_size(), " samples but ", file_.path().string(), " holds ", file_.size());
+  // Samples are small: intra-op parallelism on the workers would only fight each other and the trainer.
+  prefetch_ = std::make_unique<OrderedPrefetch<int64_t, Result>>(
+      options_.num_workers, options_.prefetch, [this](const int64_t& index) { return produce(index); },
+      serial_intra_op_on_this_thread);
   begin(start);
-  for (int w = 0; w < options_.num_workers; ++w) workers_.emplace_back([this] { worker_loop(); });
-}
-
-DataLoader::~DataLoader() { stop_workers(); }
-
-void DataLoader::stop_workers() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  for (auto& t : workers_)
-    if (t.joinable()) t.join();
-  workers_.clear();
 }
 
 void DataLoader::begin(SamplerState state) {
-  std::vector<int64_t> order = sampler_.order(state);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++generation_;
-    order_ = std::move(order);
-    taken_ = next_dispatch_ = 0;
-    results_.clear();
-    pending_.reset();
-    start_ = std::move(state);
-    consumed_ = 0;
-  }
-  work_cv_.notify_all();
+  prefetch_->restart(sampler_.order(state));
+  pending_.reset();
+  start_ = std::move(state);
+  consumed_ = 0;
 }
 
 void DataLoader::start_epoch() { start_epoch(start_.epoch + 1); }
@@ -79,50 +61,9 @@ DataLoader::Result DataLoader::produce(int64_t dataset_index) const {
   return r;
 }
 
-void DataLoader::worker_loop() {
-  // Samples are small: intra-op parallelism would only fight the other workers and the trainer.
-  serial_intra_op_on_this_thread();
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    work_cv_.wait(lock, [&] {
-      return stop_ || (next_dispatch_ < static_cast<int64_t>(order_.size()) &&
-                       next_dispatch_ < taken_ + options_.prefetch);
-    });
-    if (stop_) return;
-    const int64_t pos = next_dispatch_++;
-    const int64_t index = order_[pos];
-    const uint64_t generation = generation_;
-    lock.unlock();
-    Result r = produce(index);
-    lock.lock();
-    if (generation == generation_) {
-      results_.emplace(pos, std::move(r));
-      ready_cv_.notify_all();
-    }
-  }
-}
-
 std::optional<TrainSample> DataLoader::take() {
-  while (true) {
-    Result r;
-    int64_t record = 0;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (taken_ >= static_cast<int64_t>(order_.size())) return std::nullopt;
-      const int64_t pos = taken_;
-      record = order_[pos];
-      if (workers_.empty()) {
-        lock.unlock();
-        r = produce(order_[pos]);
-        lock.lock();
-      } else {
-        ready_cv_.wait(lock, [&] { return results_.count(pos) > 0; });
-        r = std::move(results_.at(pos));
-        results_.erase(pos);
-      }
-      ++taken_;
-    }
-    work_cv_.notify_all();
+  while (auto taken = prefetch_->take()) {
+    auto& [record, r] = *taken;
     if (r.failure) std::rethrow_exception(r.failure);
     if (r.error) {
       if (options_.fail_on_error) throw *r.error;
@@ -138,6 +79,7 @@ std::optional<TrainSample> DataLoader::take() {
     }
     return std::move(r.sample);
   }
+  return std::nullopt;
 }
 
 std::optional<TrainBatch> DataLoader::next() {
@@ -162,11 +104,7 @@ std::optional<TrainBatch> DataLoader::next() {
       samples.push_back(std::move(*s));
     }
   }
-  int64_t taken;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    taken = taken_;
-  }
+  const int64_t taken = prefetch_->taken();
   // The pending sample was taken but belongs to the next batch: a resumed run starts there.
   consumed_ = pending_ ? taken - 1 : taken;
   if (samples.empty()) return std::nullopt;

@@ -3,17 +3,14 @@
 // sampler's order whatever the thread timing. Unusable samples are skipped and counted in that
 // same order, so batches, skips and the resumable state are all deterministic.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "mm/data/conversation.h"
+#include "mm/data/ordered_prefetch.h"
 #include "mm/data/sample_encoder.h"
 #include "mm/data/sample_errors.h"
 #include "mm/data/sampler.h"
@@ -46,7 +43,7 @@ class DataLoader {
   // {} for the start); this rank takes its share of what is left (global_cursor.h).
   DataLoader(const ConversationFile& file, const SampleEncoder& encoder, Sampler sampler, LoaderOptions options,
              SamplerState start = {});
-  ~DataLoader();  // stops and joins the workers; never blocks on unfinished prefetching beyond one sample each
+  ~DataLoader() = default;  // stops and joins the workers; waits for at most one sample each
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
@@ -79,11 +76,8 @@ class DataLoader {
   };
 
   void begin(SamplerState state);
-  void stop_workers();
-  void worker_loop();
   Result produce(int64_t dataset_index) const;
-  // The next usable sample at position taken_ (skipping and counting bad ones), or nullopt at
-  // the end of the order. Advances taken_.
+  // The next usable sample (skipping and counting bad ones), or nullopt at the end of the order.
   std::optional<TrainSample> take();
 
   const ConversationFile& file_;
@@ -93,17 +87,10 @@ class DataLoader {
   SkipCounts skips_;
   SamplerState start_;     // global position this epoch's order began at
   int64_t consumed_ = 0;   // this rank's positions used by the batches returned
-
-  std::mutex mutex_;
-  std::condition_variable work_cv_, ready_cv_;
-  std::vector<int64_t> order_;        // this epoch's dataset indices
-  int64_t taken_ = 0;                 // next position the trainer side takes
-  int64_t next_dispatch_ = 0;         // next position a worker encodes
-  uint64_t generation_ = 0;           // bumped per epoch; stale results are dropped
-  bool stop_ = false;
-  std::map<int64_t, Result> results_;  // position -> finished encoding
   std::optional<TrainSample> pending_;  // packing: taken but did not fit the last batch
-  std::vector<std::thread> workers_;
+  // Encodes dataset indices in sampler order on the workers; last, so that it stops (and joins
+  // its workers) before anything they use goes away.
+  std::unique_ptr<OrderedPrefetch<int64_t, Result>> prefetch_;
 };
 
 }  // namespace mm

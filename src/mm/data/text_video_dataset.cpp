@@ -447,42 +447,67 @@ TextVideoBatch collate_text_video(std::vector<TextVideoSample> samples) {
   return batch;
 }
 
+struct TextVideoBatches::Loaded {
+  std::vector<std::optional<TextVideoSample>> samples;
+  std::vector<std::optional<SampleError>> errors;
+  std::vector<std::exception_ptr> failures;  // anything but a SampleError: a bug, rethrown as is
+};
+
 TextVideoBatches::TextVideoBatches(const TextVideoDataset& dataset, BucketBatchSampler sampler, SamplerState start)
     : dataset_(dataset), sampler_(std::move(sampler)) {
   MM_CHECK(sampler_.dataset_size() == dataset_.size(), "text-to-video batches: the sampler covers ",
            sampler_.dataset_size(), " samples, the dataset holds ", dataset_.size());
   sampler_.restore(start);
+  const int workers = dataset_.config().num_workers;
+  prefetch_ = std::make_unique<OrderedPrefetch<BatchKey, Loaded>>(
+      workers, std::max(1, workers), [this](const BatchKey& key) {
+        const auto n = key.indices.size();
+        Loaded out{std::vector<std::optional<TextVideoSample>>(n), std::vector<std::optional<SampleError>>(n),
+                   std::vector<std::exception_ptr>(n)};
+        for (size_t k = 0; k < n; ++k) {
+          // One crop per (seed, epoch, sample): resumed runs crop exactly as uninterrupted ones.
+          const uint64_t index = static_cast<uint64_t>(key.indices[k]);
+          const uint64_t crop_seed = sample_key(sampler_.options().seed, static_cast<uint64_t>(key.epoch), index);
+          try {
+            out.samples[k] = dataset_.load(key.indices[k], crop_seed);
+          } catch (const SampleError& e) {
+            out.errors[k] = e;
+          } catch (...) {
+            out.failures[k] = std::current_exception();
+          }
+        }
+        return out;
+      });
+  std::vector<BatchKey> keys;
+  for (auto& batch : sampler_.epoch_batches(sampler_.start())) keys.push_back({std::move(batch), sampler_.epoch()});
+  prefetch_->restart(std::move(keys));
+}
+
+TextVideoBatches::~TextVideoBatches() = default;
+
+void TextVideoBatches::start_epoch(int64_t epoch) {
+  sampler_.start_epoch(epoch);
+  std::vector<BatchKey> keys;
+  for (auto& batch : sampler_.epoch_batches(epoch)) keys.push_back({std::move(batch), epoch});
+  prefetch_->restart(std::move(keys));
 }
 
 std::optional<TextVideoBatch> TextVideoBatches::next() {
   const bool fail_fast = dataset_.config().on_error == OnError::fail;
-  while (auto batch = sampler_.next()) {
-    const int64_t n = static_cast<int64_t>(batch->size());
-    std::vector<std::optional<TextVideoSample>> loaded(n);
-    std::vector<std::optional<SampleError>> errors(n);
-    std::vector<std::exception_ptr> failures(n);
-    const uint64_t epoch = static_cast<uint64_t>(sampler_.epoch());
-    parallel_indices(n, dataset_.config().num_workers, [&](int64_t k) {
-      // One crop per (seed, epoch, sample): resumed runs crop exactly as uninterrupted ones.
-      const uint64_t index = static_cast<uint64_t>((*batch)[k]);
-      const uint64_t crop_seed = sample_key(sampler_.options().seed, epoch, index);
-      try {
-        loaded[k] = dataset_.load((*batch)[k], crop_seed);
-      } catch (const SampleError& e) {
-        errors[k] = e;
-      } catch (...) {
-        failures[k] = std::current_exception();
-      }
-    });
+  while (auto taken = prefetch_->take()) {
+    auto& [key, loaded] = *taken;
+    // The sampler counts the batches taken (a checkpoint's position); it walks the same order.
+    const auto batch = sampler_.next();
+    MM_CHECK(batch && *batch == key.indices, "text-to-video batches: the loader and the sampler disagree on the order");
     std::vector<TextVideoSample> samples;
-    for (int64_t k = 0; k < n; ++k) {  // in batch order: counts and the fail-fast error are deterministic
-      if (failures[k]) std::rethrow_exception(failures[k]);
-      if (errors[k]) {
-        if (fail_fast) throw *errors[k];
-        skips_.add(errors[k]->reason(), (*batch)[k], errors[k]->what());
+    for (size_t k = 0; k < key.indices.size(); ++k) {  // in batch order: counts and the fail-fast error are deterministic
+      if (loaded.failures[k]) std::rethrow_exception(loaded.failures[k]);
+      if (loaded.errors[k]) {
+        if (fail_fast) throw *loaded.errors[k];
+        skips_.add(loaded.errors[k]->reason(), key.indices[k], loaded.errors[k]->what());
         continue;
       }
-      samples.push_back(std::move(*loaded[k]));
+      samples.push_back(std::move(*loaded.samples[k]));
     }
     if (!samples.empty()) return collate_text_video(std::move(samples));
   }

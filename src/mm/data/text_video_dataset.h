@@ -22,6 +22,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "mm/core/error.h"
+#include "mm/data/ordered_prefetch.h"
 #include "mm/data/sample_errors.h"
 #include "mm/data/bucket_sampler.h"
 #include "mm/data/skip_tally.h"
@@ -50,7 +51,7 @@ struct TextVideoDataConfig {
   double max_aspect_mismatch = 2.0;          // see BucketRules; 0: no limit
   bool shuffle = true;
   bool drop_last = false;                    // see BucketSamplerOptions
-  int num_workers = 2;                       // threads probing clips and loading a batch's samples; 0: none
+  int num_workers = 2;                       // threads probing clips and loading batches ahead; 0: none
   OnError on_error = OnError::skip;
   std::filesystem::path probe_cache;         // optional JSON cache of probe results (reused when size and mtime match)
 
@@ -134,27 +135,37 @@ class TextVideoDataset {
 // Stacks samples of one bucket into a batch; throws mm::Error if their buckets differ.
 TextVideoBatch collate_text_video(std::vector<TextVideoSample> samples);
 
-// Walks a BucketBatchSampler's batches and loads them (the batch's samples in parallel on up to
-// num_workers threads). A sample that fails to load is skipped and counted (or thrown with
-// on_error: fail); the batch keeps the others, and a batch that loses all is passed over.
+// Walks a BucketBatchSampler's batches and loads them through the one loading engine
+// (ordered_prefetch.h): num_workers threads each load a whole batch, up to num_workers batches
+// ahead of the trainer (with 0, the trainer's thread loads each batch when it takes it). A sample
+// that fails to load is skipped and counted in batch order (or thrown with on_error: fail); the
+// batch keeps the others, and a batch that loses all is passed over.
 class TextVideoBatches {
  public:
   // The dataset must outlive this. `start`: a global data position (as sampler().after_taking
   // gives for a checkpoint), or {}.
   TextVideoBatches(const TextVideoDataset& dataset, BucketBatchSampler sampler, SamplerState start = {});
 
+  ~TextVideoBatches();
   std::optional<TextVideoBatch> next();  // nullopt at the end of the epoch
-  void start_epoch() { sampler_.start_epoch(); }
-  void start_epoch(int64_t epoch) { sampler_.start_epoch(epoch); }
+  void start_epoch() { start_epoch(sampler_.epoch() + 1); }
+  void start_epoch(int64_t epoch);
   const SkipCounts& skips() const { return skips_; }  // load-time skips
   SkipCounts& skips() { return skips_; }
+  // Read-only: the batches' order is the loader's (start_epoch, or a new TextVideoBatches to resume).
   const BucketBatchSampler& sampler() const { return sampler_; }
-  BucketBatchSampler& sampler() { return sampler_; }
 
  private:
+  struct BatchKey {
+    std::vector<int64_t> indices;
+    int64_t epoch = 0;
+  };
+  struct Loaded;  // a batch's samples, or why each failed
+
   const TextVideoDataset& dataset_;
   BucketBatchSampler sampler_;
   SkipCounts skips_ = text_video_skip_counts();
+  std::unique_ptr<OrderedPrefetch<BatchKey, Loaded>> prefetch_;  // last: stops before the rest goes
 };
 
 }  // namespace mm

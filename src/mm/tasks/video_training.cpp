@@ -90,7 +90,12 @@ class VideoTrainingData : public TrainingData {
                   (out->latents.size(4) / patch[2]);
     return out;
   }
-  void start_epoch(int64_t epoch) override { sampler().start_epoch(epoch); }
+  void start_epoch(int64_t epoch) override {
+    if (features_)
+      feature_batches_->start_epoch(epoch);
+    else
+      clip_batches_->start_epoch(epoch);  // restarts its loading too
+  }
   void restore(const SamplerState& position) override {
     if (features_)
       feature_batches_->restore(position);
@@ -114,7 +119,6 @@ class VideoTrainingData : public TrainingData {
 
  private:
   // The features' or the clips' sampler (one of them is used).
-  BucketBatchSampler& sampler() { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
   const BucketBatchSampler& sampler() const { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
 
   // Clips through the frozen VAE (posterior mean, normalized) and umT5, as extraction does.
