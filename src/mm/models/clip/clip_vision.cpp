@@ -73,21 +73,10 @@ torch::Tensor CLIPAttentionImpl::forward(const torch::Tensor& x) {
   return out_proj(out.transpose(1, 2).reshape({batch, seq, config_.hidden_size}));
 }
 
-CLIPMLPImpl::CLIPMLPImpl(const CLIPVisionConfig& config) : quick_gelu_(config.hidden_act == "quick_gelu") {
-  fc1 = register_module("fc1", Linear(config.hidden_size, config.intermediate_size, true));
-  fc2 = register_module("fc2", Linear(config.intermediate_size, config.hidden_size, true));
-}
-
-torch::Tensor CLIPMLPImpl::forward(const torch::Tensor& x) {
-  const auto h = fc1(x);
-  // transformers' QuickGELUActivation: x * sigmoid(1.702 x); "gelu" is the exact erf GELU.
-  return fc2(quick_gelu_ ? h * torch::sigmoid(1.702 * h) : torch::gelu(h));
-}
-
 CLIPEncoderLayerImpl::CLIPEncoderLayerImpl(const CLIPVisionConfig& config) {
   self_attn = register_module("self_attn", CLIPAttention(config));
   layer_norm1 = register_module("layer_norm1", layer_norm(config));
-  mlp = register_module("mlp", CLIPMLP(config));
+  mlp = register_module("mlp", MLP(config.hidden_size, config.intermediate_size, config.hidden_act));
   layer_norm2 = register_module("layer_norm2", layer_norm(config));
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mm/nn/linear.h"
+#include "mm/nn/mlp.h"
 #include "mm/models/clip/clip_vision_config.h"
 
 namespace mm {
@@ -56,18 +57,6 @@ class CLIPAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CLIPAttention);
 
-class CLIPMLPImpl : public torch::nn::Module {
- public:
-  explicit CLIPMLPImpl(const CLIPVisionConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);  // [..., hidden] -> [..., hidden]
-  Linear fc1{nullptr};  // [intermediate, hidden] + bias
-  Linear fc2{nullptr};  // [hidden, intermediate] + bias
-
- private:
-  bool quick_gelu_;
-};
-TORCH_MODULE(CLIPMLP);
-
 class CLIPEncoderLayerImpl : public torch::nn::Module {
  public:
   explicit CLIPEncoderLayerImpl(const CLIPVisionConfig& config);
@@ -75,7 +64,7 @@ class CLIPEncoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::LayerNorm layer_norm1{nullptr}, layer_norm2{nullptr};  // weight, bias [hidden]
   CLIPAttention self_attn{nullptr};
-  CLIPMLP mlp{nullptr};
+  MLP mlp{nullptr};  // fc1 -> quick_gelu / gelu -> fc2
 };
 TORCH_MODULE(CLIPEncoderLayer);
 

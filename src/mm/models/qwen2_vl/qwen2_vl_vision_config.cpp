@@ -1,0 +1,60 @@
+#include "mm/models/qwen2_vl/qwen2_vl_vision_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "mm/core/error.h"
+#include "mm/core/json_config.h"
+#include "mm/core/memory_bounds.h"
+#include "mm/nn/gated_mlp.h"
+
+namespace mm {
+
+Qwen2VLVisionConfig Qwen2VLVisionConfig::from_json(const nlohmann::json& json, const std::string& file) {
+  const JsonView v(json, file, "vision_config.");
+  Qwen2VLVisionConfig c;
+  c.depth = v.get_or("depth", c.depth);
+  c.embed_dim = v.get_or("embed_dim", c.embed_dim);
+  c.hidden_size = v.get_or("hidden_size", c.hidden_size);
+  c.hidden_act = v.get_or("hidden_act", c.hidden_act);
+  c.mlp_ratio = v.get_or("mlp_ratio", c.mlp_ratio);
+  c.num_heads = v.get_or("num_heads", c.num_heads);
+  c.in_channels = v.get_or("in_channels", v.get_or("in_chans", c.in_channels));
+  c.patch_size = v.get_or("patch_size", c.patch_size);
+  c.spatial_merge_size = v.get_or("spatial_merge_size", c.spatial_merge_size);
+  c.temporal_patch_size = v.get_or("temporal_patch_size", c.temporal_patch_size);
+  c.rope_theta = v.child("rope_parameters").get_or<double>("rope_theta", c.rope_theta);
+  c.initializer_range = v.get_or("initializer_range", c.initializer_range);
+  c.validate();
+  return c;
+}
+
+void Qwen2VLVisionConfig::validate() const {
+  const auto positive = [](int64_t value, const char* key) {
+    MM_CHECK(value > 0, "config.json: vision_config.", key, " must be positive, got ", value);
+  };
+  positive(depth, "depth");
+  positive(embed_dim, "embed_dim");
+  positive(hidden_size, "hidden_size");
+  positive(mlp_ratio, "mlp_ratio");
+  positive(num_heads, "num_heads");
+  positive(in_channels, "in_channels");
+  positive(patch_size, "patch_size");
+  positive(spatial_merge_size, "spatial_merge_size");
+  positive(temporal_patch_size, "temporal_patch_size");
+  MM_CHECK(embed_dim % num_heads == 0, "config.json: vision_config.embed_dim (", embed_dim,
+           ") must be divisible by num_heads (", num_heads, ")");
+  MM_CHECK(head_dim() % 4 == 0, "config.json: vision_config head dim ", head_dim(),
+           " must be divisible by 4 for 2D rotary embeddings");
+  MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
+  MM_CHECK(is_supported_activation(hidden_act), "config.json: vision_config.hidden_act '", hidden_act,
+           "' is not supported");
+  const double e = static_cast<double>(embed_dim), merged = e * static_cast<double>(spatial_merge_size * spatial_merge_size);
+  check_model_fits_in_memory(
+      "config.json", {{str_cat("vision_config.depth (", depth, ") x a block of embed_dim ", embed_dim, " and mlp_ratio ",
+                               mlp_ratio),
+                       static_cast<double>(depth) * (4 * e * e + 2 * e * static_cast<double>(mlp_hidden()))},
+                      {str_cat("vision_config merger of embed_dim ", embed_dim, " to hidden_size ", hidden_size),
+                       merged * merged + merged * static_cast<double>(hidden_size)}});
+}
+
+}  // namespace mm
