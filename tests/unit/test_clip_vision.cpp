@@ -90,6 +90,8 @@ TEST(CLIPVisionErrors, BadConfigsAreNamed) {
   auto layers = config;
   layers["num_hidden_layers"] = 0;
   EXPECT_THROW_MSG(parse(layers), "num_hidden_layers=0 must be positive");
+  layers["num_hidden_layers"] = 1000000000;  // bounded by memory before anything is built
+  EXPECT_THROW_MSG(parse(layers), "num_hidden_layers (1000000000) x a layer");
   auto type = config;
   type["model_type"] = "siglip_vision_model";
   EXPECT_THROW_MSG(parse(type), "model_type: 'siglip_vision_model' is not a CLIP vision tower");

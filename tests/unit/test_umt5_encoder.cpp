@@ -77,6 +77,8 @@ TEST(UMT5EncoderErrors, BadConfigsAndCheckpointsAreNamed) {
   layers["num_layers"] = 4;  // the checkpoint has 3
   EXPECT_THROW_MSG(UMT5EncoderModelImpl::from_pretrained(write("layers", layers)),
                    "missing: encoder.block.3.layer.0.SelfAttention");
+  layers["num_layers"] = 1000000000;  // bounded by memory before anything is built
+  EXPECT_THROW_MSG(UMT5EncoderModelImpl::from_pretrained(write("huge", layers)), "num_layers (1000000000) x a layer");
   auto heads = config;
   heads["d_kv"] = 4;
   EXPECT_THROW_MSG(UMT5EncoderModelImpl::from_pretrained(write("heads", heads)), "wrong shape");

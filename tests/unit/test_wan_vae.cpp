@@ -194,7 +194,8 @@ TEST(WanVAEErrors, BadConfigFieldsAreNamed) {
   expect_field("is_residual", "yes", "is_residual: has the wrong type");
   expect_field("num_res_blocks", 0, "num_res_blocks=0");
   expect_field("dim_mult", nlohmann::json::array({1, 3, 4, 4}), "encoder level 1 maps 8 to 24 channels");
-  EXPECT_EQ(checked, 12);
+  expect_field("base_dim", 1000000, "3D convolutions of up to");  // bounded by memory before anything is built
+  EXPECT_EQ(checked, 13);
 }
 
 TEST(WanVAEErrors, MissingExtraAndMisShapedTensorsAreNamed) {

@@ -4,6 +4,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/core/memory_bounds.h"
 
 namespace mm {
 
@@ -26,6 +27,13 @@ void CLIPVisionConfig::validate(const std::string& where) const {
   MM_CHECK(layer_norm_eps > 0, where, "layer_norm_eps=", layer_norm_eps, " must be positive");
   MM_CHECK(attention_dropout >= 0 && attention_dropout < 1, where, "attention_dropout=", attention_dropout,
            " must be in [0, 1)");
+  const double h = static_cast<double>(hidden_size);
+  check_model_fits_in_memory(
+      where, {{str_cat("num_hidden_layers (", num_hidden_layers, ") x a layer of hidden_size ", hidden_size,
+                       " and intermediate_size ", intermediate_size),
+               static_cast<double>(num_hidden_layers) * (4 * h * h + 2 * h * static_cast<double>(intermediate_size))},
+              {str_cat("the position embeddings of image_size ", image_size, " / patch_size ", patch_size),
+               static_cast<double>(num_positions()) * h}});
 }
 
 CLIPVisionConfig CLIPVisionConfig::parse(const nlohmann::json& json, const std::string& file) {

@@ -2,6 +2,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/core/memory_bounds.h"
 
 namespace mm {
 
@@ -24,6 +25,12 @@ void UMT5Config::validate() const {
   const std::string act = activation();
   MM_CHECK(act == "gelu_tanh" || act == "relu" || act == "gelu", "umT5 config: feed_forward_proj='",
            feed_forward_proj, "' is not one of gated-gelu, gelu, relu, gated-relu");
+  const double d = static_cast<double>(d_model), inner = static_cast<double>(num_heads * d_kv);
+  check_model_fits_in_memory(
+      "umT5 config", {{str_cat("num_layers (", num_layers, ") x a layer of d_model ", d_model, ", d_ff ", d_ff,
+                               " and num_heads * d_kv ", num_heads * d_kv),
+                       static_cast<double>(num_layers) * (4 * d * inner + 3 * d * static_cast<double>(d_ff))},
+                      {str_cat("vocab_size (", vocab_size, ") x d_model (", d_model, ")"), static_cast<double>(vocab_size) * d}});
 }
 
 UMT5Config UMT5Config::from_file(const std::filesystem::path& config_json) {

@@ -1,9 +1,12 @@
 #include "mm/models/wan/wan_vae_config.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/core/memory_bounds.h"
 
 namespace mm {
 
@@ -62,6 +65,13 @@ void WanVAEConfig::validate() const {
            " disagrees with the architecture (2^(len(dim_mult) - 1) * patch_size = ", spatial, ")");
   MM_CHECK(scale_factor_temporal == temporal, "Wan VAE config: scale_factor_temporal=", scale_factor_temporal,
            " disagrees with the architecture (2^(true entries of temperal_downsample) = ", temporal, ")");
+  double widest = 0;
+  for (const auto m : dim_mult) widest = std::max(widest, static_cast<double>(std::max(base_dim, decoder_base_dim) * m));
+  const double levels_blocks = static_cast<double>(dim_mult.size()) * static_cast<double>(num_res_blocks + 1);
+  check_model_fits_in_memory("Wan VAE config",
+                             {{str_cat("base_dim (", base_dim, ") x dim_mult x num_res_blocks (", num_res_blocks,
+                                       "): 3D convolutions of up to ", static_cast<int64_t>(widest), " channels"),
+                               2 * levels_blocks * 2 * 27 * widest * widest}});
 }
 
 WanVAEConfig WanVAEConfig::from_json(const nlohmann::json& json, const std::string& source) {
