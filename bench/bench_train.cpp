@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     shard = argc == 6 && std::stoll(argv[5]) > 0 ? std::stoll(argv[5]) : env.world_size;
     job = mm::dist::rendezvous(env);
     mesh = std::make_unique<mm::parallel::DeviceMesh>(
-        *job, mm::parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+        *job, mm::parallel::DeviceMesh::Dims{{mm::parallel::MeshDim::dp_replicate, env.world_size / shard}, {mm::parallel::MeshDim::dp_shard, shard}});
     parallel = std::make_unique<mm::parallel::FullyShardedModel>(
         mm::qwen2_5_vl_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
         mm::parallel::ShardingOptions{}, torch::Device(torch::kCPU));

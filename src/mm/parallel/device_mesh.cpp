@@ -11,11 +11,23 @@ const c10::intrusive_ptr<c10d::Backend> kNoGroup;
 
 }  // namespace
 
+const char* to_string(MeshDim dim) {
+  switch (dim) {
+    case MeshDim::pp: return "pp";
+    case MeshDim::dp_replicate: return "dp_replicate";
+    case MeshDim::dp_shard: return "dp_shard";
+    case MeshDim::cp: return "cp";
+    case MeshDim::tp: return "tp";
+    case MeshDim::ep: return "ep";
+  }
+  return "?";
+}
+
 DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims)
     : dims_(std::move(dims)), rank_(job.env.rank), world_size_(job.env.world_size) {
   int64_t product = 1;
-  for (const auto& [name, size] : dims_) {
-    MM_CHECK(size >= 1, "device mesh: dimension ", name, " has size ", size);
+  for (const auto& [dim, size] : dims_) {
+    MM_CHECK(size >= 1, "device mesh: dimension ", to_string(dim), " has size ", size);
     product *= size;
   }
   MM_CHECK(product == world_size_, "device mesh ", describe(), " holds ", product, " ranks but WORLD_SIZE is ",
@@ -41,25 +53,25 @@ DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims)
     const int64_t first = rank_ - coordinates_[d] * strides[d];
     std::vector<int64_t> members;
     for (int64_t i = 0; i < size; ++i) members.push_back(first + i * strides[d]);
-    std::string tag = dims_[d].first;
+    std::string tag = to_string(dims_[d].first);
     for (auto m : members) tag += "-" + std::to_string(m);
     groups_[d] = dist::new_gloo_group(job, members, tag);
   }
 }
 
-int64_t DeviceMesh::size(const std::string& dim) const {
-  for (const auto& [name, size] : dims_)
-    if (name == dim) return size;
+int64_t DeviceMesh::size(MeshDim dim) const {
+  for (const auto& [d, size] : dims_)
+    if (d == dim) return size;
   return 1;
 }
 
-int64_t DeviceMesh::coordinate(const std::string& dim) const {
+int64_t DeviceMesh::coordinate(MeshDim dim) const {
   for (size_t d = 0; d < dims_.size(); ++d)
     if (dims_[d].first == dim) return coordinates_[d];
   return 0;
 }
 
-const c10::intrusive_ptr<c10d::Backend>& DeviceMesh::group(const std::string& dim) const {
+const c10::intrusive_ptr<c10d::Backend>& DeviceMesh::group(MeshDim dim) const {
   for (size_t d = 0; d < dims_.size(); ++d)
     if (dims_[d].first == dim) return groups_[d];
   return kNoGroup;
@@ -67,7 +79,8 @@ const c10::intrusive_ptr<c10d::Backend>& DeviceMesh::group(const std::string& di
 
 std::string DeviceMesh::describe() const {
   std::string out;
-  for (const auto& [name, size] : dims_) out += (out.empty() ? "" : " x ") + name + "=" + std::to_string(size);
+  for (const auto& [dim, size] : dims_)
+    out += (out.empty() ? "" : " x ") + std::string(to_string(dim)) + "=" + std::to_string(size);
   return out.empty() ? "one process" : out;
 }
 

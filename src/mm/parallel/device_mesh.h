@@ -15,9 +15,13 @@
 
 namespace mm::parallel {
 
+// The mesh's dimensions, outermost first in a typical layout (torchtitan's names).
+enum class MeshDim { pp, dp_replicate, dp_shard, cp, tp, ep };
+const char* to_string(MeshDim dim);  // "dp_shard", ...
+
 class DeviceMesh {
  public:
-  using Dims = std::vector<std::pair<std::string, int64_t>>;
+  using Dims = std::vector<std::pair<MeshDim, int64_t>>;
 
   // One process, every dimension of size 1 (no collectives are ever issued).
   DeviceMesh() = default;
@@ -28,10 +32,10 @@ class DeviceMesh {
   int64_t world_size() const { return world_size_; }
   bool is_main() const { return rank_ == 0; }  // the rank that logs and writes shared files
 
-  int64_t size(const std::string& dim) const;        // 1 for a dimension not in the mesh
-  int64_t coordinate(const std::string& dim) const;  // this rank's index along it (0 if absent)
+  int64_t size(MeshDim dim) const;        // 1 for a dimension not in the mesh
+  int64_t coordinate(MeshDim dim) const;  // this rank's index along it (0 if absent)
   // The group along `dim` (its size ranks), or null when the size is 1.
-  const c10::intrusive_ptr<c10d::Backend>& group(const std::string& dim) const;
+  const c10::intrusive_ptr<c10d::Backend>& group(MeshDim dim) const;
   // All ranks of the job, or null for one process.
   const c10::intrusive_ptr<c10d::Backend>& world() const { return world_; }
   const Dims& dims() const { return dims_; }

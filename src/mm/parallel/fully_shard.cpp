@@ -85,11 +85,11 @@ FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMe
       options_(options),
       compute_device_(compute_device),
       storage_device_(options.cpu_offload ? c10::Device(c10::kCPU) : compute_device) {
-  shard_group_ = mesh.group("dp_shard");
-  replicate_group_ = mesh.group("dp_replicate");
+  shard_group_ = mesh.group(MeshDim::dp_shard);
+  replicate_group_ = mesh.group(MeshDim::dp_replicate);
   dp_group_ = mesh.world();
-  shard_index_ = mesh.coordinate("dp_shard");
-  shard_count_ = mesh.size("dp_shard");
+  shard_index_ = mesh.coordinate(MeshDim::dp_shard);
+  shard_count_ = mesh.size(MeshDim::dp_shard);
   torch::NoGradGuard no_grad;
   for (auto& spec : specs) {
     Unit unit;

@@ -21,7 +21,7 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
   job = dist::rendezvous(env, options);
   mesh = std::make_unique<parallel::DeviceMesh>(
-      *job, parallel::DeviceMesh::Dims{{"dp_replicate", env.world_size / shard}, {"dp_shard", shard}});
+      *job, parallel::DeviceMesh::Dims{{parallel::MeshDim::dp_replicate, env.world_size / shard}, {parallel::MeshDim::dp_shard, shard}});
   log::info("data parallel over ", env.world_size, " processes: ", mesh->describe());
 }
 
@@ -117,7 +117,7 @@ std::filesystem::path save_sharded_checkpoint(const std::filesystem::path& check
   ranks.world_size = mesh.world_size();
   ranks.shard = parallel.shard_index();
   ranks.shards = parallel.shard_count();
-  ranks.writes_pieces = mesh.coordinate("dp_replicate") == 0;
+  ranks.writes_pieces = mesh.coordinate(parallel::MeshDim::dp_replicate) == 0;
   ranks.barrier = [&mesh] { mesh.barrier(); };
   auto pieces = sharded_checkpoint_pieces(parallel, buffers, optimizer_state);
   checkpoint.model = std::move(pieces.model);
