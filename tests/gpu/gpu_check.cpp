@@ -18,10 +18,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <unistd.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "mm/core/json_config.h"
+#include "mm/core/rng.h"
+#include "mm/core/safetensors.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
 #include "mm/models/wan/wan_transformer.h"
@@ -172,6 +175,24 @@ void wan_parity(const fs::path& source) {
          {{"max_abs_diff", max_abs_diff(a, b)}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
 }
 
+// What a GPU run's checkpoint takes from the device: every generator's state (a resumed run draws
+// the same numbers) and tensors written from device memory.
+void checkpoint_pieces() {
+  const auto on_device = torch::TensorOptions().device(kCuda);
+  const auto state = mm::capture_rng_state();
+  const auto drawn = torch::randn({4096}, on_device);
+  mm::restore_rng_state(state);
+  const auto again = torch::randn({4096}, on_device);
+  report("rng.state_round_trip", torch::equal(drawn, again) && (!kCuda.is_cuda() || !state.cuda.empty()),
+         {{"cuda_generators", state.cuda.size()}});
+  const auto file = fs::temp_directory_path() / ("gpu_check_" + std::to_string(::getpid()) + ".safetensors");
+  const auto weights = torch::randn({17, 5}, on_device).to(torch::kBFloat16);
+  mm::save_safetensors(file, {{"w", weights}});
+  const auto read = mm::SafetensorsFile::open(file)->tensor("w");
+  report("safetensors.save_device_tensors", torch::equal(read, weights.cpu()), {{"dtype", "bf16"}});
+  fs::remove(file);
+}
+
 struct Timing {
   double median_ms;
   double peak_gib;
@@ -315,6 +336,7 @@ int main(int argc, char** argv) {
   };
   run("qwen2_5_vl", qwen_parity);
   run("wan_dit", [&] { wan_parity(source); });
+  run("checkpoint_pieces", checkpoint_pieces);
   if (bench) {
     run("bench.qwen2_5_vl", [&] { bench_qwen(source); });
     torch::cuda::synchronize();
