@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
@@ -23,6 +24,7 @@ struct EvalCliOptions {
   std::string data_root;
   std::string output;
   std::string dtype = "fp32";
+  std::string device = "auto";
   int threads = 0;
   EvalOptions eval;
 };
@@ -69,8 +71,9 @@ void run_eval(EvalCliOptions& o) {
              " does not exist");
   }
   const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain eval");
+  const c10::Device device = resolve_device(o.device, "--device");
   const ConversationFile data = ConversationFile::open(o.data, o.data_root);
-  const auto chat = spec.open_chat(o.model, dtype);
+  const auto chat = spec.open_chat(o.model, dtype, device);
   log::info("evaluating ", o.model, " on ", o.data, " (", data.size(), " records",
             o.eval.limit > 0 ? str_cat(", first ", o.eval.limit) : std::string(), ")");
 
@@ -113,6 +116,7 @@ void add_eval_command(CLI::App& app) {
                   "Write per-record predictions as JSONL (index, type, reference, prediction, correct)");
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
+  cmd->add_option("--device", options->device, "auto (a GPU when there is one), cpu, cuda or cuda:N")->capture_default_str();
   cmd->callback([options] { run_eval(*options); });
 }
 

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "mm/core/base64.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/tasks/model_registry.h"
@@ -26,6 +27,7 @@ struct InferOptions {
   std::string system;
   std::string messages;
   std::string dtype = "fp32";
+  std::string device = "auto";
   int threads = 0;
   double video_fps = 2.0;
   int64_t video_frames = 0;
@@ -111,8 +113,9 @@ void run_infer(InferOptions& o) {
   if (o.video_frames > 0) video.max_frames = o.video_frames;
   const auto start = std::chrono::steady_clock::now();
   const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain infer");
-  const auto chat = spec.open_chat(o.model, dtype_option(o.dtype));
-  log::info("loaded ", o.model, " (", spec.family, ", ", o.dtype, ") in ",
+  const c10::Device device = resolve_device(o.device, "--device");
+  const auto chat = spec.open_chat(o.model, dtype_option(o.dtype), device);
+  log::info("loaded ", o.model, " (", spec.family, ", ", o.dtype, ", ", device.str(), ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
   ScratchDir scratch;
   const auto messages = messages_from(o, scratch);
@@ -147,6 +150,7 @@ void add_infer_command(CLI::App& app) {
   cmd->add_option("--seed", options->generation.seed, "Sampling seed (same seed, same answer)")->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
+  cmd->add_option("--device", options->device, "auto (a GPU when there is one), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--video-fps", options->video_fps, "Frames per second sampled from videos (0 = as the model's video_preprocessor_config.json says)")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--video-frames", options->video_frames, "Most frames taken from a video (0 = the processor's limit)")->capture_default_str();
   cmd->add_flag("--show-prompt", options->show_prompt, "Print the rendered chat prompt to stderr");

@@ -3,6 +3,7 @@
 // errors exit 2, --version and `models`, launch without `--`, rank tags and one summary under
 // Slurm, eval naming the record whose image is missing, t2v refusing before it samples.
 #include <nlohmann/json.hpp>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "mm/core/device.h"
 #include "mm/core/progress.h"
 #include "test_files.h"
 #include "testing.h"
@@ -50,7 +52,7 @@ const TinyRun& tiny_run() {
     t.config = t.work / "run.yaml";
     std::ofstream(t.config) << "model:\n  path: " << kTemplate.string() << "\n  from_scratch: true\n"
                             << "data:\n  train: " << (t.data / "train.jsonl").string() << "\n  num_workers: 1\n"
-                            << "train:\n  micro_batch_size: 4\n  max_steps: 4\n  threads: 1\n"
+                            << "train:\n  micro_batch_size: 4\n  max_steps: 4\n  threads: 1\n  device: cpu\n"
                             << "optim:\n  lr: 1.0e-3\n"
                             << "output:\n  dir: " << t.run.string() << "\n  save_every: 2\n  tensorboard: false\n";
     auto [status, out] = run_command(kMmtrain + " train " + t.config.string());
@@ -265,4 +267,26 @@ TEST(CliNewUser, MessagesFilesResolveMediaLikeDataFilesAndReadFileAndDataUrls) {
   EXPECT_EQ(status, 1) << out;
   EXPECT_NE(out.find("is a URL; mmtrain reads local files, file:// and data: URLs only"), std::string::npos) << out;
   EXPECT_LT(out.size(), 400u) << "the error echoes the whole source: " << out;
+}
+
+// Where a command computes (core/device.h): auto is the CPU on a machine without a GPU; asking for
+// a GPU that is not there, or for no device at all, is one clear line before anything is loaded.
+TEST(CliNewUser, DevicesAreCheckedBeforeAnythingLoads) {
+  EXPECT_EQ(mm::resolve_device("auto", "--device"), c10::Device(c10::kCPU));
+  EXPECT_EQ(mm::resolve_device("cpu", "--device"), c10::Device(c10::kCPU));
+  EXPECT_THROW_MSG(mm::resolve_device("tpu", "--device"), "--device: 'tpu' is not a device (auto, cpu, cuda, cuda:N)");
+  EXPECT_THROW_MSG(mm::resolve_device("cuda:x", "--device"), "is not a device");
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible: the no-GPU errors cannot be shown here";
+  auto [s1, o1] = run_command(kMmtrain + " train " + tiny_run().config.string() + " --set train.device=cuda" +
+                              " --set output.dir=" + (tiny_run().work / "cuda_run").string());
+  EXPECT_EQ(s1, 1) << o1;
+  EXPECT_NE(o1.find("train.device: 'cuda' needs a CUDA GPU, and libtorch sees none"), std::string::npos) << o1;
+  EXPECT_FALSE(fs::exists(tiny_run().work / "cuda_run"));  // failed before creating anything
+  auto [s2, o2] = run_command(kMmtrain + " train " + tiny_run().config.string() + " --set train.device=gpu");
+  EXPECT_EQ(s2, 1) << o2;
+  EXPECT_NE(o2.find("train.device: 'gpu' is not a device"), std::string::npos) << o2;
+  auto [s3, o3] = run_command(kMmtrain + " infer --model " + (tiny_run().run / "final").string() +
+                              " --prompt hi --device cuda:1");
+  EXPECT_EQ(s3, 1) << o3;
+  EXPECT_NE(o3.find("--device: 'cuda:1' needs a CUDA GPU"), std::string::npos) << o3;
 }

@@ -29,8 +29,8 @@ ModelSpec qwen2_5_vl() {
   s.key = {"config.json", "model_type", "qwen2_5_vl"};
   s.checkpoint_key = s.key;
   s.train_task = "vlm";
-  s.open_chat = [](const fs::path& dir, at::ScalarType dtype) -> std::unique_ptr<VisionLanguageChat> {
-    return std::make_unique<Qwen2_5_VLChat>(dir, dtype);
+  s.open_chat = [](const fs::path& dir, at::ScalarType dtype, c10::Device device) -> std::unique_ptr<VisionLanguageChat> {
+    return std::make_unique<Qwen2_5_VLChat>(dir, dtype, device);
   };
   s.train = [](const YAML::Node& root, const std::string& file) {
     return run_vlm_training(parse_train_config(root, file));

@@ -46,8 +46,10 @@ struct ModelSpec {
   std::string train_task;   // the run config's `task:` that trains it; empty: not trainable
 
   // Entries; an empty one is a command the family does not support.
-  // `infer`, `eval`: the model directory opened for chat in `dtype`.
-  std::function<std::unique_ptr<VisionLanguageChat>(const std::filesystem::path& dir, at::ScalarType dtype)> open_chat;
+  // `infer`, `eval`: the model directory opened for chat in `dtype` on `device`.
+  std::function<std::unique_ptr<VisionLanguageChat>(const std::filesystem::path& dir, at::ScalarType dtype,
+                                                    c10::Device device)>
+      open_chat;
   // `infer t2v`: one video from a pipeline directory.
   std::function<SampledVideo(const VideoRequest& request)> generate_video;
   // `train`: a run config (already merged with its overrides) trained to the end.

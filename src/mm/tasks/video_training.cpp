@@ -163,6 +163,11 @@ class VideoTrainingTask : public TrainingTask {
     data_ = std::make_unique<VideoTrainingData>(config, *model_, mesh);
   }
 
+  // Its frozen VAE and umT5, the flow-matching noise and targets are placed on the CPU so far.
+  void to_device(const c10::Device& device) override {
+    fail("train.device: ", device.str(), ": text-to-video training runs on the CPU so far (its frozen VAE and ",
+         "text encoder and the flow-matching targets are not placed on a GPU yet); use train.device: cpu");
+  }
   torch::nn::Module& module() override { return *model_->transformer; }
   std::vector<ShardUnit> sharding_units() override { return wan_sharding_units(model_->transformer); }
   void set_block_runner(const BlockRunner& runner) override { model_->transformer->block_runner = runner; }

@@ -21,10 +21,12 @@ VideoSampling sampling_for(const Qwen2VLPreprocessConfig& config, const VideoOpt
 
 }  // namespace
 
-Qwen2_5_VLChat::Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype)
+Qwen2_5_VLChat::Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype, c10::Device device)
     : tokenizer_(Tokenizer::from_dir(model_dir)),
       processor_(Qwen2VLProcessor::from_pretrained(model_dir)),
       model_(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir, dtype)) {
+  // Inputs are prepared on the CPU; the model moves them to its device (generation.cpp).
+  if (!device.is_cpu()) model_->to(device);
   model_->eval();
 }
 

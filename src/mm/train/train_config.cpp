@@ -3,6 +3,7 @@
 #include <set>
 
 #include "mm/core/config_section.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 
 namespace mm {
@@ -18,6 +19,8 @@ void read_train_section(const YAML::Node& root, const std::string& file, TrainCo
   train.read("recompute", out.recompute);
   train.read("max_grad_norm", out.max_grad_norm);
   train.read("threads", out.threads);
+  train.read("device", out.device);
+  train.check(is_device_name(out.device), "device", "'" + out.device + "' is not a device (auto, cpu, cuda, cuda:N)");
   train.check(out.micro_batch_size >= 1, "micro_batch_size", "must be at least 1");
   train.check(out.grad_accum >= 1, "grad_accum", "must be at least 1");
   train.check(out.max_steps >= 0, "max_steps", "must not be negative");

@@ -58,6 +58,7 @@ struct TrainConfig {
     bool recompute = false;          // recompute each decoder layer and ViT block in backward
     double max_grad_norm = 1.0;      // <= 0: no clipping (the norm is still logged)
     int threads = 0;                 // intra-op threads; 0 = libtorch's default
+    std::string device = "auto";     // auto | cpu | cuda | cuda:N (core/device.h)
   } train;
 
   struct Freeze {

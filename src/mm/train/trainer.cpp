@@ -6,6 +6,7 @@
 #include <map>
 
 #include "mm/checkpoint/resharding.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/log.h"
@@ -281,9 +282,18 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
   if (train.threads > 0) torch::set_num_threads(train.threads);
   torch::manual_seed(train.seed);
   output_ = settings_.output.dir;
+  // Before anything is loaded: a GPU asked for and not there fails here.
+  const c10::Device device = resolve_device(train.device, "train.device");
   setup_data_parallel(settings_.parallel, job_, mesh_);
+  MM_CHECK(device.is_cpu() || mesh_->world_size() == 1, "train.device: ", device.str(), " with ",
+           mesh_->world_size(), " processes needs NCCL collectives, which are not built yet (Gloo carries CPU ",
+           "tensors): train on one GPU, or set train.device: cpu");
   fs::create_directories(output_);
   task_ = make_task(*mesh_);
+  if (!device.is_cpu()) {
+    task_->to_device(device);
+    log::info("training on ", device.str());
+  }
   setup_model();
   const int64_t steps = total_steps();
   const LrSchedule schedule(lr_schedule_config(settings_.schedule, steps));
@@ -303,6 +313,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
   if (step_ > 0) metrics_options.resume_from_step = step_;
   metrics_options.tensorboard = settings_.output.tensorboard;
   metrics_options.write_files = is_main();
+  metrics_options.device = device.str();
   metrics_options.log_every = settings_.output.log_every;
   MetricsLogger metrics(metrics_options);
   std::optional<SampleLog> sample_log;

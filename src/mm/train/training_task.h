@@ -70,6 +70,10 @@ class TrainingTask {
   virtual torch::nn::Module& module() = 0;
   // The model's sharding units (its parallel plan for FSDP), over module()'s parameters.
   virtual std::vector<parallel::UnitSpec> sharding_units() = 0;
+  // Moves what the task computes with to `device` (train.device), before sharding. The default
+  // moves module(); a task that computes with more (frozen encoders) moves that too, or refuses
+  // a device it cannot run on yet, naming it.
+  virtual void to_device(const c10::Device& device) { module().to(device); }
   // Installs the runner every block (decoder layer, ViT block, DiT block) is run through.
   virtual void set_block_runner(const BlockRunner& runner) = 0;
 

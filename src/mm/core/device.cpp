@@ -1,0 +1,49 @@
+#include "mm/core/device.h"
+
+#include <torch/cuda.h>
+
+#include <cstdlib>
+
+#include "mm/core/error.h"
+
+namespace mm {
+namespace {
+
+// "cuda:N" -> N; -1 for "cuda"; -2 for anything else.
+int cuda_index(const std::string& name) {
+  if (name == "cuda") return -1;
+  if (name.rfind("cuda:", 0) != 0 || name.size() == 5) return -2;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return -2;
+  return name.size() > 8 ? -2 : std::stoi(name.substr(5));
+}
+
+int local_rank() {
+  const char* value = std::getenv("LOCAL_RANK");
+  if (!value || !*value) return 0;
+  try {
+    return std::max(0, std::stoi(value));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+bool is_device_name(const std::string& name) { return name == "auto" || name == "cpu" || cuda_index(name) >= -1; }
+
+c10::Device resolve_device(const std::string& name, const std::string& where) {
+  MM_CHECK(is_device_name(name), where, ": '", name, "' is not a device (auto, cpu, cuda, cuda:N)");
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  const bool available = torch::cuda::is_available();
+  if (name == "auto" && !available) return c10::Device(c10::kCPU);
+  MM_CHECK(available, where, ": '", name, "' needs a CUDA GPU, and libtorch sees none (torch::cuda::is_available() ",
+           "is false); use cpu or auto");
+  const int count = static_cast<int>(torch::cuda::device_count());
+  int index = cuda_index(name);
+  if (index < 0) index = local_rank() % count;
+  MM_CHECK(index < count, where, ": '", name, "': only ", count, " CUDA device(s) are visible");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+}  // namespace mm
