@@ -2,14 +2,14 @@
 one forward + backward of transformers' Qwen2.5-VL (bench/configs/qwen2_5_vl_7b_4_layers.json,
 a 448x448 image and 3840 text tokens) and of diffusers' WanTransformer3DModel
 (bench/configs/wan2_1_14b_2_blocks.json, 480p x 81 frames = 32760 tokens, 512 text tokens),
-bf16 autocast over fp32 weights, median of synchronized steps after two warm-ups, with the same
-FLOP count as the C++ side for model FLOPs utilisation. Usage: gpu_reference.py SOURCE_DIR."""
+bf16 autocast over fp32 weights, median of synchronized steps after two warm-ups. Its model
+FLOPs utilisation is gpu_check's model FLOPs of the same step (train/model_flops.h) over this
+step time. Usage: gpu_reference.py SOURCE_DIR.""" 
 import json, os, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
 
-PEAK_FLOPS = 989e12  # H200 dense bf16
 source = sys.argv[1]
 cuda = torch.device("cuda")
 
@@ -26,11 +26,6 @@ def time_steps(step, steps):
         torch.cuda.synchronize()
         ms.append((time.perf_counter() - start) * 1e3)
     return statistics.median(ms), torch.cuda.max_memory_allocated() / 2**30
-
-
-def matmul_params(module, prefix):
-    return sum(p.numel() for n, p in module.named_parameters()
-               if n.startswith(prefix) and p.dim() >= 2 and "embed_tokens" not in n)
 
 
 def bench_qwen():
@@ -58,13 +53,8 @@ def bench_qwen():
         loss.backward()
 
     ms, peak = time_steps(step, 5)
-    tc = config.text_config
-    flops = (6 * (matmul_params(model, "model.language_model.") + matmul_params(model, "lm_head")) * tokens
-             + 6 * matmul_params(model, "model.visual.") * grid * grid
-             + 6 * tc.num_hidden_layers * tokens * tokens * tc.hidden_size)
     print(json.dumps({"bench": "qwen2_5_vl_7b_4_layers.fwd_bwd_bf16", "impl": "transformers", "tokens": tokens,
-                      "step_ms": ms, "tokens_per_s": tokens / (ms / 1e3), "mfu": flops / (ms / 1e3) / PEAK_FLOPS,
-                      "peak_gib": peak}), flush=True)
+                      "step_ms": ms, "tokens_per_s": tokens / (ms / 1e3), "peak_gib": peak}), flush=True)
     del model
 
 
@@ -90,12 +80,8 @@ def bench_wan():
         loss.backward()
 
     ms, peak = time_steps(step, 3)
-    dim = 5120
-    flops = (6 * matmul_params(model, "blocks.") * tokens + config["num_layers"] * 12 * tokens * tokens * dim
-             + config["num_layers"] * 12 * tokens * 512 * dim)
     print(json.dumps({"bench": "wan2_1_14b_2_blocks.fwd_bwd_bf16", "impl": "diffusers", "tokens": tokens,
-                      "step_ms": ms, "tokens_per_s": tokens / (ms / 1e3), "mfu": flops / (ms / 1e3) / PEAK_FLOPS,
-                      "peak_gib": peak}), flush=True)
+                      "step_ms": ms, "tokens_per_s": tokens / (ms / 1e3), "peak_gib": peak}), flush=True)
 
 
 for bench in (bench_qwen, bench_wan):

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,7 @@
 #include "mm/tasks/generation.h"
 #include "mm/tasks/vlm_step.h"
 #include "mm/train/autocast.h"
+#include "mm/train/model_flops.h"
 #include "mm/train/optimizer.h"
 #include "unit/tiny_qwen2_5_vl.h"
 
@@ -250,15 +252,30 @@ Timing time_steps(const std::function<void()>& f, int steps) {
   return {ms[ms.size() / 2], peak / (1024.0 * 1024 * 1024)};
 }
 
-// H200 dense bf16 peak, for model FLOPs utilisation.
-constexpr double kPeakFlops = 989e12;
+// The benchmarks' shapes, and their model FLOPs per step by train/model_flops.h (the reference
+// does the same computation: its MFU is these FLOPs over its own step time).
+constexpr int64_t kQwenGrid = 32, kQwenText = 3840;
+constexpr int64_t kWanFrames = 21, kWanHeight = 60, kWanWidth = 104, kWanText = 512;
 
-int64_t matmul_params(torch::nn::Module& module, const std::string& prefix) {
-  int64_t n = 0;
-  for (const auto& p : module.named_parameters())
-    if (p.key().rfind(prefix, 0) == 0 && p.value().dim() >= 2 && p.key().find("embed_tokens") == std::string::npos)
-      n += p.value().numel();
-  return n;
+double qwen_bench_flops(const mm::Qwen2_5_VLConfig& config) {
+  const int64_t tokens = 2 + kQwenGrid * kQwenGrid / 4 + kQwenText;  // vision start/end, image, text
+  return mm::qwen2_5_vl_training_flops(config, {tokens}, tokens, {{1, kQwenGrid, kQwenGrid}});
+}
+
+double wan_bench_flops(const mm::WanTransformerConfig& config) {
+  const int64_t tokens = kWanFrames * (kWanHeight / 2) * (kWanWidth / 2);
+  return mm::wan_dit_training_flops(config, 1, tokens, kWanText);
+}
+
+// The GPU's dense bf16 peak, from its name (MM_GPU_NAME, which ./mm gpu-check sets from nvidia-smi).
+double peak_flops() {
+  const char* name = std::getenv("MM_GPU_NAME");
+  return mm::peak_bf16_flops(name ? name : "");
+}
+
+nlohmann::json mfu(double flops, double step_ms) {
+  const double peak = peak_flops();
+  return peak > 0 ? nlohmann::json(flops / (step_ms / 1e3) / peak) : nlohmann::json();
 }
 
 void bench_qwen(const fs::path& source) {
@@ -267,7 +284,7 @@ void bench_qwen(const fs::path& source) {
   mm::Qwen2_5_VLForConditionalGeneration model(config);
   model->to(kCuda);
   model->train();
-  const int64_t grid = 32, text = 3840, merged = grid * grid / 4;
+  const int64_t grid = kQwenGrid, text = kQwenText, merged = grid * grid / 4;
   auto gen = at::detail::createCPUGenerator(1);
   auto ids = torch::cat({torch::tensor({config.vision_start_token_id}), torch::full({merged}, config.image_token_id, torch::kInt64),
                          torch::tensor({config.vision_end_token_id}), torch::randint(0, 150000, {text}, gen, torch::kInt64)});
@@ -287,14 +304,12 @@ void bench_qwen(const fs::path& source) {
     loss.backward();
   };
   const auto timing = time_steps(step, 5);
-  const auto& t = config.text;
-  const double flops = 6.0 * (matmul_params(*model, "model.") + matmul_params(*model, "lm_head")) * tokens +
-                       6.0 * matmul_params(*model, "visual.") * grid * grid +
-                       6.0 * t.num_hidden_layers * static_cast<double>(tokens) * tokens * t.hidden_size;  // causal attention
+  const double flops = qwen_bench_flops(config);
   std::cout << nlohmann::json{{"bench", "qwen2_5_vl_7b_4_layers.fwd_bwd_bf16"}, {"impl", "mmtrain"},
                               {"tokens", tokens}, {"step_ms", timing.median_ms},
                               {"tokens_per_s", tokens / (timing.median_ms / 1e3)},
-                              {"mfu", flops / (timing.median_ms / 1e3) / kPeakFlops}, {"peak_gib", timing.peak_gib}}
+                              {"model_flops", flops}, {"mfu", mfu(flops, timing.median_ms)},
+                              {"peak_gib", timing.peak_gib}}
                    .dump()
             << std::endl;
 }
@@ -306,10 +321,10 @@ void bench_wan(const fs::path& source) {
   model->to(kCuda);
   model->train();
   auto gen = at::detail::createCPUGenerator(1);
-  const auto latents = torch::randn({1, 16, 21, 60, 104}, gen).to(kCuda);
-  const auto text = torch::randn({1, 512, 4096}, gen).to(kCuda);
+  const auto latents = torch::randn({1, config.in_channels, kWanFrames, kWanHeight, kWanWidth}, gen).to(kCuda);
+  const auto text = torch::randn({1, kWanText, config.text_dim}, gen).to(kCuda);
   const auto t = torch::tensor({500.0}).to(kCuda);
-  const int64_t tokens = 21 * 30 * 52;
+  const int64_t tokens = kWanFrames * (kWanHeight / 2) * (kWanWidth / 2);
   auto step = [&] {
     model->zero_grad();
     torch::Tensor loss;
@@ -320,13 +335,10 @@ void bench_wan(const fs::path& source) {
     loss.backward();
   };
   const auto timing = time_steps(step, 3);
-  const double dim = 5120;
-  const double flops = 6.0 * matmul_params(*model, "blocks.") * tokens +
-                       config.num_layers * 12.0 * static_cast<double>(tokens) * tokens * dim +  // self-attention
-                       config.num_layers * 12.0 * tokens * 512.0 * dim;                          // cross-attention
+  const double flops = wan_bench_flops(config);
   std::cout << nlohmann::json{{"bench", "wan2_1_14b_2_blocks.fwd_bwd_bf16"}, {"impl", "mmtrain"}, {"tokens", tokens},
                               {"step_ms", timing.median_ms}, {"tokens_per_s", tokens / (timing.median_ms / 1e3)},
-                              {"mfu", flops / (timing.median_ms / 1e3) / kPeakFlops}, {"peak_gib", timing.peak_gib}}
+                              {"model_flops", flops}, {"mfu", mfu(flops, timing.median_ms)}, {"peak_gib", timing.peak_gib}}
                    .dump()
             << std::endl;
 }
@@ -370,6 +382,18 @@ int main(int argc, char** argv) {
   run("qwen2_5_vl", qwen_parity);
   run("wan_dit", [&] { wan_parity(source); });
   run("checkpoint_pieces", checkpoint_pieces);
+  // The benchmarks' model FLOPs per step (what MFU divides), printed by the dry run too.
+  run("bench.model_flops", [&] {
+    std::cout << nlohmann::json{{"bench_model_flops",
+                                 {{"qwen2_5_vl_7b_4_layers", qwen_bench_flops(mm::Qwen2_5_VLConfig::from_file(
+                                                                 source / "bench/configs/qwen2_5_vl_7b_4_layers.json"))},
+                                  {"wan2_1_14b_2_blocks", wan_bench_flops(mm::WanTransformerConfig::from_file(
+                                                              source / "bench/configs/wan2_1_14b_2_blocks.json"))}}},
+                                {"gpu", std::getenv("MM_GPU_NAME") ? std::getenv("MM_GPU_NAME") : ""},
+                                {"peak_bf16_flops", peak_flops()}}
+                     .dump()
+              << std::endl;
+  });
   if (bench) {
     run("bench.qwen2_5_vl", [&] { bench_qwen(source); });
     torch::cuda::synchronize();

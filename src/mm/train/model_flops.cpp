@@ -1,0 +1,99 @@
+#include "mm/train/model_flops.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
+#include "mm/models/wan/wan_transformer_config.h"
+
+namespace mm {
+namespace {
+
+constexpr double kFlopsPerTrainedMac = 6;  // 2 forward, 4 backward
+
+double squares(const std::vector<int64_t>& lengths) {
+  double sum = 0;
+  for (const auto s : lengths) sum += static_cast<double>(s) * static_cast<double>(s);
+  return sum;
+}
+
+std::vector<int64_t> lengths_of(const std::vector<int64_t>& cumulative) {
+  std::vector<int64_t> out;
+  for (size_t i = 1; i < cumulative.size(); ++i) out.push_back(cumulative[i] - cumulative[i - 1]);
+  return out;
+}
+
+}  // namespace
+
+double decoder_training_flops(const DecoderShape& d, const std::vector<int64_t>& segments, int64_t logit_tokens) {
+  double tokens = 0;
+  for (const auto s : segments) tokens += static_cast<double>(s);
+  const double h = static_cast<double>(d.hidden), head_dim = h / static_cast<double>(d.heads);
+  const double kv = static_cast<double>(d.kv_heads) * head_dim;
+  // q and o: h x h; k and v: h x kv; gate, up, down: h x intermediate.
+  const double layer_macs_per_token = 2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(d.intermediate);
+  const double causal_attention_macs = h * squares(segments);  // 2 * h * s^2 / 2 per segment
+  const double macs = static_cast<double>(d.layers) * (layer_macs_per_token * tokens + causal_attention_macs) +
+                      static_cast<double>(logit_tokens) * h * static_cast<double>(d.vocab);
+  return kFlopsPerTrainedMac * macs;
+}
+
+double qwen2_5_vl_training_flops(const Qwen2_5_VLConfig& config, const std::vector<int64_t>& text_segments,
+                                 int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images) {
+  const auto& t = config.text;
+  double flops = decoder_training_flops({t.num_hidden_layers, t.hidden_size, t.intermediate_size,
+                                         t.num_attention_heads, t.num_key_value_heads, t.vocab_size},
+                                        text_segments, logit_tokens);
+  if (images.empty()) return flops;
+  const auto& v = config.vision;
+  std::vector<std::array<int64_t, 3>> grid;
+  for (const auto& g : images) grid.push_back({g.at(0), g.at(1), g.at(2)});
+  const auto layout =
+      qwen2_5_vision_layout(grid, v.spatial_merge_size, std::max<int64_t>(1, v.window_size / v.spatial_merge_size / v.patch_size));
+  const double patches = static_cast<double>(layout.num_patches), hv = static_cast<double>(v.hidden_size);
+  const double patch_dim = static_cast<double>(v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size);
+  const double block_macs_per_patch = 4 * hv * hv + 3 * hv * static_cast<double>(v.intermediate_size);
+  const double full = 2 * hv * squares(lengths_of(layout.cu_seqlens));
+  const double windowed = 2 * hv * squares(lengths_of(layout.cu_window_seqlens));
+  double macs = patches * patch_dim * hv;
+  for (int64_t b = 0; b < v.depth; ++b) {
+    const bool is_full = std::find(v.fullatt_block_indexes.begin(), v.fullatt_block_indexes.end(), b) !=
+                         v.fullatt_block_indexes.end();
+    macs += patches * block_macs_per_patch + (is_full ? full : windowed);
+  }
+  const double merged_dim = hv * static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  const double merged = patches / static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  macs += merged * (merged_dim * merged_dim + merged_dim * static_cast<double>(v.out_hidden_size));
+  return flops + kFlopsPerTrainedMac * macs;
+}
+
+double wan_dit_training_flops(const WanTransformerConfig& c, int64_t samples, int64_t tokens, int64_t text_tokens) {
+  const double d = static_cast<double>(c.inner_dim()), n = static_cast<double>(tokens);
+  const double l = static_cast<double>(text_tokens);
+  // Per block and sample: self-attention q, k, v, o on the video tokens; cross-attention q, o on
+  // the video tokens and k, v on the text; the FFN; attention products (non-causal).
+  const double block = n * (4 * d * d) + n * (2 * d * d) + l * (2 * d * d) + n * (2 * d * static_cast<double>(c.ffn_dim)) +
+                       2 * d * n * n + 2 * d * n * l;
+  const double patch_dim = static_cast<double>(c.in_channels * c.patch_volume());
+  const double out_dim = static_cast<double>(c.out_channels * c.patch_volume());
+  // Patch embedding, output projection, and the text projection (text_dim -> d -> d).
+  const double ends = n * patch_dim * d + n * d * out_dim + l * (static_cast<double>(c.text_dim) * d + d * d);
+  return kFlopsPerTrainedMac * static_cast<double>(samples) * (static_cast<double>(c.num_layers) * block + ends);
+}
+
+double peak_bf16_flops(const std::string& device_name) {
+  std::string name;
+  for (const char ch : device_name) name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
+  // Dense (no sparsity) bf16 tensor-core peaks of the SXM parts, from NVIDIA's data sheets.
+  const std::pair<const char*, double> kPeaks[] = {
+      {"B200", 2250e12}, {"H200", 989e12}, {"H100", 989e12}, {"H800", 989e12}, {"A100", 312e12}, {"A800", 312e12},
+      {"L40S", 362e12},  {"L4", 121e12},
+  };
+  for (const auto& [key, peak] : kPeaks)
+    if (name.find(key) != std::string::npos) return peak;
+  return 0;
+}
+
+}  // namespace mm

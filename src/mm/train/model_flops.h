@@ -1,0 +1,37 @@
+// Model FLOPs of a training step, by documented formulas, for model FLOPs utilisation (MFU =
+// model FLOPs / step time / the device's peak). Counted as the computation the model defines
+// (not what recomputation or padding adds): every multiply-accumulate of a matmul is 2 FLOPs
+// forward and 4 backward (gradients of both operands), so a trained matmul costs 6 FLOPs per MAC.
+// Attention costs its QK^T and AV products: 2 * width * s^2 MACs per segment of s tokens, half
+// of that for causal attention. Norms, activations, rotary and softmax are left out (a few percent).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mm {
+
+struct Qwen2_5_VLConfig;
+struct WanTransformerConfig;
+
+// A decoder-only transformer (Qwen2): `segments` are the lengths of the causal sequences of the
+// step (one per sample, or the packed documents); `logit_tokens` the rows the LM head computes.
+struct DecoderShape {
+  int64_t layers = 0, hidden = 0, intermediate = 0, heads = 0, kv_heads = 0, vocab = 0;
+};
+double decoder_training_flops(const DecoderShape& shape, const std::vector<int64_t>& segments, int64_t logit_tokens);
+
+// Qwen2.5-VL: the decoder over `text_segments` plus the vision tower over `images` (t, h, w in
+// patches), whose attention runs over windows in most blocks and over whole frames in the
+// fullatt_block_indexes blocks.
+double qwen2_5_vl_training_flops(const Qwen2_5_VLConfig& config, const std::vector<int64_t>& text_segments,
+                                 int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images);
+
+// The Wan DiT on `samples` latent videos of `tokens` patches each, with `text_tokens` prompt tokens.
+double wan_dit_training_flops(const WanTransformerConfig& config, int64_t samples, int64_t tokens, int64_t text_tokens);
+
+// Dense bf16 peak FLOP/s of a GPU from its name ("NVIDIA H200" ...), 0 when unknown: a run config
+// or the command line gives it then.
+double peak_bf16_flops(const std::string& device_name);
+
+}  // namespace mm

@@ -1,0 +1,47 @@
+// The model FLOPs formulas of train/model_flops.h against hand counts on small shapes, and the
+// peak lookup by GPU name.
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/wan/wan_transformer_config.h"
+#include "mm/train/model_flops.h"
+#include "testing.h"
+
+TEST(ModelFlops, DecoderMatchesAHandCount) {
+  // head_dim 2, kv width 2. Per token and layer: q, o 2*4*4 + k, v 2*4*2 + MLP 3*4*6 = 120 MACs;
+  // 8 tokens: 960. Causal attention: 4 * (3^2 + 5^2) = 136. Two layers: 2192. LM head on 8 rows:
+  // 8*4*10 = 320. 2512 MACs, 6 FLOPs each.
+  const mm::DecoderShape shape{2, 4, 6, 2, 1, 10};
+  EXPECT_DOUBLE_EQ(mm::decoder_training_flops(shape, {3, 5}, 8), 6.0 * 2512);
+}
+
+TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {
+  mm::Qwen2_5_VLConfig c;
+  auto& v = c.vision;
+  v.depth = 2, v.hidden_size = 4, v.intermediate_size = 6, v.num_heads = 1, v.out_hidden_size = 5;
+  v.in_channels = 1, v.temporal_patch_size = 1, v.patch_size = 1, v.spatial_merge_size = 2;
+  v.window_size = 2, v.fullatt_block_indexes = {1};  // windows of one merged unit (4 patches)
+  // One 1x4x4 image: 16 patches. Patch embedding 16*1*4 = 64. Per block 16*(4*16 + 3*4*6) = 2176,
+  // plus attention: block 0 over 4 windows of 4 (2*4*4*16 = 512), block 1 over the frame of 16
+  // (2*4*256 = 2048). Merger: 4 merged tokens of 16: 4*(16*16 + 16*5) = 1344. Sum 8320 MACs.
+  c.text.num_hidden_layers = 1, c.text.hidden_size = 4, c.text.num_attention_heads = 1, c.text.num_key_value_heads = 1;
+  const double text_only = mm::qwen2_5_vl_training_flops(c, {7}, 7, {});
+  EXPECT_DOUBLE_EQ(mm::qwen2_5_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 8320);
+}
+
+TEST(ModelFlops, WanDitMatchesAHandCount) {
+  mm::WanTransformerConfig c;
+  c.num_attention_heads = 2, c.attention_head_dim = 4, c.ffn_dim = 16, c.num_layers = 1;
+  c.in_channels = 4, c.out_channels = 4, c.patch_size = {1, 2, 2}, c.text_dim = 6;
+  // d = 8, 10 tokens, 3 text tokens. Block: self q,k,v,o 10*256 = 2560; cross q,o 10*128 = 1280;
+  // cross k,v 3*128 = 384; FFN 10*2*8*16 = 2560; self-attention 2*8*100 = 1600; cross 2*8*10*3 =
+  // 480: 8864. Ends: patch embedding 10*16*8 = 1280, output 10*8*16 = 1280, text projection
+  // 3*(6*8 + 64) = 336: 2896. Two samples: 23520 MACs.
+  EXPECT_DOUBLE_EQ(mm::wan_dit_training_flops(c, 2, 10, 3), 6.0 * 23520);
+}
+
+TEST(ModelFlops, PeaksComeFromTheGpuName) {
+  EXPECT_DOUBLE_EQ(mm::peak_bf16_flops("NVIDIA H200"), 989e12);
+  EXPECT_DOUBLE_EQ(mm::peak_bf16_flops("NVIDIA A100-SXM4-80GB"), 312e12);
+  EXPECT_DOUBLE_EQ(mm::peak_bf16_flops("NVIDIA L40S"), 362e12);
+  EXPECT_DOUBLE_EQ(mm::peak_bf16_flops("NVIDIA L4"), 121e12);
+  EXPECT_DOUBLE_EQ(mm::peak_bf16_flops("Tesla T4"), 0);
+}
