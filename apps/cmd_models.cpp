@@ -1,5 +1,6 @@
 // `mmtrain models`: the model families this build supports, with the config key that selects each
 // and what the commands can do with it (from the model registry); `mmtrain --version`.
+#include <torch/cuda.h>
 #include <torch/version.h>
 
 #include <iostream>
@@ -11,8 +12,13 @@
 namespace mm::cli {
 
 std::string version_string() {
+  std::string cuda = "CPU-only libtorch";
+#ifdef MM_TORCH_CUDA
+  const auto gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  cuda = gpus == 0 ? "CUDA built in, no GPU visible" : "CUDA built in, " + std::to_string(gpus) + " GPU(s) visible";
+#endif
   return std::string("mmtrain ") + MM_VERSION + " (libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
-         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH) + ")";
+         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH) + "; " + cuda + ")";
 }
 
 void add_models_command(CLI::App& app) {

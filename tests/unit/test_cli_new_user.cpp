@@ -145,6 +145,9 @@ TEST(CliNewUser, VersionAndSupportedModels) {
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out.rfind("mmtrain 0.", 0), 0u) << out;
   EXPECT_NE(out.find("libtorch"), std::string::npos) << out;
+  // Whether this build can use a GPU, and whether it sees one.
+  EXPECT_TRUE(out.find("CUDA built in") != std::string::npos || out.find("CPU-only libtorch") != std::string::npos)
+      << out;
   auto [mstatus, models] = run_command(kMmtrain + " models");
   EXPECT_EQ(mstatus, 0);
   for (const char* key : {"qwen2_5_vl", "WanPipeline", "WanImageToVideoPipeline"})
