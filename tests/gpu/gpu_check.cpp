@@ -114,11 +114,11 @@ void qwen_parity() {
              grad_diff(*cpu, *gpu) < 1e-4,
          {{"loss_cpu", la.item<double>()}, {"loss_cuda", lb.item<double>()}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
 
-  // One step of the trainer's own step (padded batch of two samples, clipping, fused AdamW).
-  // As the trainer runs one process: through the sharding wrapper on a mesh of one.
+  // The trainer's own step (padded batches of two samples, clipping, fused AdamW, lr 1e-3), as the
+  // trainer runs one process: through the sharding wrapper on a mesh of one; `batches` in turn.
   const mm::parallel::DeviceMesh one_process;
-  auto step = [&](mm::Qwen2_5_VLForConditionalGeneration& model, bool bf16) {
-    model->zero_grad();
+  auto train = [&](mm::Qwen2_5_VLForConditionalGeneration& model, const std::vector<mm::TrainBatch>& batches,
+                   int steps, bool bf16) {
     mm::parallel::FullyShardedModel wrapped(
         mm::qwen2_5_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard), one_process,
         mm::parallel::ShardingOptions{}, model->parameters().front().device());
@@ -129,13 +129,20 @@ void qwen_parity() {
     mm::AdamWConfig optim;
     optim.lr = 1e-3;
     mm::AdamW optimizer(named, optim);
-    const auto batch = mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0);
     mm::StepOptions options;
     options.bf16_autocast = bf16;
     options.data_parallel = &wrapped;
-    const auto result = mm::train_step(model, optimizer, optim.lr, params, {batch}, options);
+    std::vector<mm::StepResult> results;
+    for (int s = 0; s < steps; ++s)
+      results.push_back(mm::train_step(model, optimizer, optim.lr, params, {batches[s % batches.size()]}, options));
     model->model->block_runner = model->visual->block_runner = nullptr;
-    return result;
+    return results;
+  };
+  const auto batches = std::vector<mm::TrainBatch>{
+      mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0),
+      mm::collate_padded({train_sample(config, 4, 7, 3), train_sample(config, 8, 4, 4)}, 0)};
+  auto step = [&](mm::Qwen2_5_VLForConditionalGeneration& model, bool bf16) {
+    return train(model, batches, 1, bf16).front();
   };
   auto cpu_step = tiny_model(9), gpu_step = tiny_model(9);
   gpu_step->to(kCuda);
@@ -160,26 +167,9 @@ void qwen_parity() {
   // A training run of 10 steps (one optimizer, two alternating batches) on each device: the loss
   // curves agree step by step. AdamW's per-element normalisation lets rounding differences grow a
   // little each step, so the bound is relative 1e-3, far below what a wrong op gives.
-  const auto batches = std::vector<mm::TrainBatch>{
-      mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0),
-      mm::collate_padded({train_sample(config, 4, 7, 3), train_sample(config, 8, 4, 4)}, 0)};
   auto run = [&](mm::Qwen2_5_VLForConditionalGeneration& model) {
-    mm::parallel::FullyShardedModel wrapped(
-        mm::qwen2_5_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard), one_process,
-        mm::parallel::ShardingOptions{}, model->parameters().front().device());
-    model->model->block_runner = model->visual->block_runner = wrapped.block_runner(nullptr);
-    const auto named = wrapped.optimizer_parameters();
-    std::vector<torch::Tensor> params;
-    for (const auto& [_, p] : named) params.push_back(p);
-    mm::AdamWConfig optim;
-    optim.lr = 1e-3;
-    mm::AdamW optimizer(named, optim);
-    mm::StepOptions options;
-    options.data_parallel = &wrapped;
     std::vector<double> losses;
-    for (int s = 0; s < 10; ++s)
-      losses.push_back(mm::train_step(model, optimizer, optim.lr, params, {batches[s % 2]}, options).loss);
-    model->model->block_runner = model->visual->block_runner = nullptr;
+    for (const auto& r : train(model, batches, 10, false)) losses.push_back(r.loss);
     return losses;
   };
   auto cpu_run = tiny_model(11), gpu_run = tiny_model(11);

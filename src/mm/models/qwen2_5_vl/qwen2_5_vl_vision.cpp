@@ -17,19 +17,6 @@ constexpr double kNormEps = 1e-6;
 
 Linear linear(int64_t in, int64_t out) { return Linear(in, out, /*bias=*/true); }
 
-std::vector<std::array<int64_t, 3>> read_grid(const torch::Tensor& grid_thw) {
-  MM_CHECK(grid_thw.defined() && grid_thw.dim() == 2 && grid_thw.size(1) == 3,
-           "Qwen2.5-VL vision: grid_thw must be [num_items, 3], got ",
-           grid_thw.defined() ? c10::str(grid_thw.sizes()) : std::string("an undefined tensor"));
-  MM_CHECK(!c10::isFloatingType(grid_thw.scalar_type()) && !c10::isComplexType(grid_thw.scalar_type()),
-           "Qwen2.5-VL vision: grid_thw must be an integer tensor, got ", grid_thw.scalar_type());
-  const torch::Tensor cpu = grid_thw.to(torch::kCPU, torch::kLong).contiguous();
-  const int64_t* p = cpu.data_ptr<int64_t>();
-  std::vector<std::array<int64_t, 3>> grid(static_cast<size_t>(cpu.size(0)));
-  for (size_t i = 0; i < grid.size(); ++i) grid[i] = {p[3 * i], p[3 * i + 1], p[3 * i + 2]};
-  return grid;
-}
-
 }  // namespace
 
 Qwen2_5_VisionPatchEmbedImpl::Qwen2_5_VisionPatchEmbedImpl(const Qwen2_5_VLVisionConfig& c) {
@@ -108,7 +95,7 @@ torch::Tensor Qwen2_5_VisionTransformerImpl::forward(const torch::Tensor& pixel_
   const auto& c = config_;
   const int64_t unit = c.spatial_merge_size * c.spatial_merge_size;
   const Qwen2_5_VisionLayout layout = qwen2_5_vision_layout(
-      read_grid(grid_thw), c.spatial_merge_size, c.window_size / c.spatial_merge_size / c.patch_size);
+      vision_grid_of(grid_thw, "Qwen2.5-VL vision"), c.spatial_merge_size, c.window_size / c.spatial_merge_size / c.patch_size);
   MM_CHECK(pixel_values.defined() && pixel_values.dim() == 2 && pixel_values.size(0) == layout.num_patches,
            "Qwen2.5-VL vision: grid_thw accounts for ", layout.num_patches,
            " patches (sum of t*h*w) but pixel_values has ",

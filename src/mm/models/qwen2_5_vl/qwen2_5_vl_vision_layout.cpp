@@ -6,6 +6,19 @@
 
 namespace mm {
 
+std::vector<std::array<int64_t, 3>> vision_grid_of(const at::Tensor& grid_thw, const std::string& tower) {
+  MM_CHECK(grid_thw.defined() && grid_thw.dim() == 2 && grid_thw.size(1) == 3, tower,
+           ": grid_thw must be [num_items, 3], got ",
+           grid_thw.defined() ? c10::str(grid_thw.sizes()) : std::string("an undefined tensor"));
+  MM_CHECK(!c10::isFloatingType(grid_thw.scalar_type()) && !c10::isComplexType(grid_thw.scalar_type()), tower,
+           ": grid_thw must be an integer tensor, got ", grid_thw.scalar_type());
+  const at::Tensor cpu = grid_thw.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* p = cpu.data_ptr<int64_t>();
+  std::vector<std::array<int64_t, 3>> grid(static_cast<size_t>(cpu.size(0)));
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = {p[3 * i], p[3 * i + 1], p[3 * i + 2]};
+  return grid;
+}
+
 Qwen2_5_VisionLayout qwen2_5_vision_layout(const std::vector<std::array<int64_t, 3>>& grid_thw,
                                            int64_t spatial_merge_size, int64_t window_units) {
   const int64_t m = spatial_merge_size, unit = m * m;

@@ -3,8 +3,11 @@
 // blocks, and the permutation that groups merged units window by window (HF: get_vision_position_ids,
 // get_vision_cu_seqlens, get_vision_window_index).
 #pragma once
+#include <ATen/core/Tensor.h>
+
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mm {
@@ -25,6 +28,10 @@ struct Qwen2_5_VisionLayout {
 // grid_thw: (t, h, w) per item, in patches. window_units: merged units per window side
 // (window_size / patch_size / spatial_merge_size). Throws mm::Error on a grid that is not
 // positive or whose h or w is not divisible by spatial_merge_size, naming the item.
+// grid_thw [num_items, 3] (any integer dtype, any device) as (t, h, w) rows; errors name `tower`
+// ("Qwen2.5-VL vision").
+std::vector<std::array<int64_t, 3>> vision_grid_of(const at::Tensor& grid_thw, const std::string& tower);
+
 Qwen2_5_VisionLayout qwen2_5_vision_layout(const std::vector<std::array<int64_t, 3>>& grid_thw,
                                            int64_t spatial_merge_size, int64_t window_units);
 

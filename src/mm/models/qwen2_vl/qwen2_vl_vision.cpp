@@ -28,19 +28,6 @@ torch::nn::LayerNorm layer_norm(int64_t dim) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kNormEps));
 }
 
-std::vector<std::array<int64_t, 3>> read_grid(const torch::Tensor& grid_thw) {
-  MM_CHECK(grid_thw.defined() && grid_thw.dim() == 2 && grid_thw.size(1) == 3,
-           "Qwen2-VL vision: grid_thw must be [num_items, 3], got ",
-           grid_thw.defined() ? c10::str(grid_thw.sizes()) : std::string("an undefined tensor"));
-  MM_CHECK(!c10::isFloatingType(grid_thw.scalar_type()), "Qwen2-VL vision: grid_thw must be an integer tensor, got ",
-           grid_thw.scalar_type());
-  const torch::Tensor cpu = grid_thw.to(torch::kCPU, torch::kLong).contiguous();
-  const int64_t* p = cpu.data_ptr<int64_t>();
-  std::vector<std::array<int64_t, 3>> grid(static_cast<size_t>(cpu.size(0)));
-  for (size_t i = 0; i < grid.size(); ++i) grid[i] = {p[3 * i], p[3 * i + 1], p[3 * i + 2]};
-  return grid;
-}
-
 }  // namespace
 
 Qwen2VLVisionBlockImpl::Qwen2VLVisionBlockImpl(const Qwen2VLVisionConfig& c) {
@@ -79,7 +66,7 @@ Qwen2VisionTransformerImpl::Qwen2VisionTransformerImpl(const Qwen2VLVisionConfig
 torch::Tensor Qwen2VisionTransformerImpl::forward(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw) {
   // The positions and the per-frame segments are Qwen2.5-VL's layout (its windows go unused:
   // every Qwen2-VL block attends within whole frames, in processor order).
-  const Qwen2_5_VisionLayout layout = qwen2_5_vision_layout(read_grid(grid_thw), config_.spatial_merge_size, 1);
+  const Qwen2_5_VisionLayout layout = qwen2_5_vision_layout(vision_grid_of(grid_thw, "Qwen2-VL vision"), config_.spatial_merge_size, 1);
   MM_CHECK(pixel_values.defined() && pixel_values.dim() == 2 && pixel_values.size(0) == layout.num_patches,
            "Qwen2-VL vision: grid_thw accounts for ", layout.num_patches, " patches (sum of t*h*w) but pixel_values has ",
            pixel_values.defined() && pixel_values.dim() > 0 ? c10::str(pixel_values.size(0), " rows")
