@@ -17,6 +17,7 @@ from transformers import Qwen2_5_VLConfig
 from transformers.utils.logging import disable_progress_bar
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
 from transformers.vision_utils import get_vision_cu_seqlens, get_vision_position_ids, get_vision_window_index
+from vision_weights import randomize  # tests/reference/vision_weights.py
 
 torch.set_num_threads(1)
 disable_progress_bar()
@@ -43,19 +44,6 @@ CONFIGS = {
               cases=[[(1, 9, 15), (2, 12, 6), (1, 3, 3)], [(1, 15, 21)]],
               bf16=False),
 }
-
-
-def randomize(model):
-    """Weights of unit-scale activations, so that a wrong op shows as a large difference."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm1.weight") or name.endswith("norm2.weight") or "ln_q" in name:
-                p.copy_(1 + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.2 * torch.randn_like(p))
-            else:
-                fan_in = p[0].numel()
-                p.copy_(torch.randn_like(p) / fan_in ** 0.5)
 
 
 def run_config(name, spec):

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import Qwen2VLConfig
 from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
+from vision_weights import randomize  # tests/reference/vision_weights.py
 
 torch.set_num_threads(1)
 out_dir = sys.argv[1]
@@ -32,18 +33,6 @@ CONFIGS = {
                           rope_parameters={"rope_type": "axial", "rope_theta": 500.0}),
               cases=[[(1, 9, 15), (2, 12, 6), (1, 3, 3)], [(1, 15, 21)]]),
 }
-
-
-def randomize(model):
-    """Weights of unit-scale activations, so that a wrong op shows as a large difference."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name or "ln_q" in name:
-                p.copy_((1 if name.endswith("weight") else 0) + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.2 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
 
 
 def run_config(name, spec):

@@ -63,14 +63,6 @@ class ConfigSection {
     }
     fail(file_, ": ", name_, ".", key, ": '", *value, "' is not one of ", list);
   }
-  void one_of(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
-    std::string list;
-    for (const char* a : allowed) {
-      if (value == a) return;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    fail(file_, ": ", name_, ".", key, ": '", value, "' is not one of ", list);
-  }
   void check(bool ok, const std::string& key, const std::string& what) {
     MM_CHECK(ok, file_, ": ", name_, ".", key, ": ", what);
   }

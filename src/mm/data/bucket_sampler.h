@@ -39,6 +39,8 @@ class BucketBatchSampler {
   std::vector<std::vector<int64_t>> epoch_batches(int64_t epoch) const { return epoch_batches({epoch, 0, {}}); }
   int64_t batches_per_rank() const;  // in a whole epoch
 
+  // This rank's batches of the current pass, from where it began (what next() walks).
+  const std::vector<std::vector<int64_t>>& batches() const { return current_; }
   // The next batch of the current epoch, or nullopt at its end (then start_epoch).
   std::optional<std::vector<int64_t>> next();
   void start_epoch(int64_t epoch);

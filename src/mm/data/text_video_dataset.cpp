@@ -478,17 +478,19 @@ TextVideoBatches::TextVideoBatches(const TextVideoDataset& dataset, BucketBatchS
         }
         return out;
       });
-  std::vector<BatchKey> keys;
-  for (auto& batch : sampler_.epoch_batches(sampler_.start())) keys.push_back({std::move(batch), sampler_.epoch()});
-  prefetch_->restart(std::move(keys));
+  restart_loading();
 }
 
 TextVideoBatches::~TextVideoBatches() = default;
 
 void TextVideoBatches::start_epoch(int64_t epoch) {
   sampler_.start_epoch(epoch);
+  restart_loading();
+}
+
+void TextVideoBatches::restart_loading() {
   std::vector<BatchKey> keys;
-  for (auto& batch : sampler_.epoch_batches(epoch)) keys.push_back({std::move(batch), epoch});
+  for (const auto& batch : sampler_.batches()) keys.push_back({batch, sampler_.epoch()});
   prefetch_->restart(std::move(keys));
 }
 

@@ -161,6 +161,7 @@ class TextVideoBatches {
     int64_t epoch = 0;
   };
   struct Loaded;  // a batch's samples, or why each failed
+  void restart_loading();  // the sampler's current batches, from their start
 
   const TextVideoDataset& dataset_;
   BucketBatchSampler sampler_;

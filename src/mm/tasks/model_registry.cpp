@@ -75,23 +75,42 @@ std::string supported_keys() {
   return out;
 }
 
-// The string at `field` of a JSON file, "" when the file or the field is absent or not a string.
-std::string key_value(const fs::path& file, const std::string& field) {
-  if (!fs::is_regular_file(file)) return "";
-  const auto json = read_json_file(file);
-  if (!json.is_object() || !json.contains(field) || !json[field].is_string()) return "";
-  return json[field].get<std::string>();
+// The JSON files of a directory that name its family, each read once however many keys are asked.
+class KeyFiles {
+ public:
+  explicit KeyFiles(fs::path dir) : dir_(std::move(dir)) {}
+  bool has(const std::string& file) const { return fs::is_regular_file(dir_ / file); }
+  // The string at `field` of `file`, "" when the file or the field is absent or not a string.
+  std::string value(const std::string& file, const std::string& field) {
+    auto it = files_.find(file);
+    if (it == files_.end()) it = files_.emplace(file, has(file) ? read_json_file(dir_ / file) : nlohmann::json()).first;
+    const auto& json = it->second;
+    if (!json.is_object() || !json.contains(field) || !json[field].is_string()) return "";
+    return json[field].get<std::string>();
+  }
+
+ private:
+  fs::path dir_;
+  std::map<std::string, nlohmann::json> files_;
+};
+
+// The family whose key the directory holds, or null.
+const ModelSpec* spec_held(KeyFiles& files) {
+  for (const auto& spec : model_registry())
+    if (files.value(spec.key.file, spec.key.field) == spec.key.value) return &spec;
+  return nullptr;
 }
 
 // What the directory's key files say, for an error: "config.json model_type 'x'".
-std::string held_keys(const fs::path& dir) {
+std::string held_keys(KeyFiles& files) {
   std::map<std::pair<std::string, std::string>, bool> seen;
   std::string out;
   for (const auto& spec : model_registry()) {
     if (seen[{spec.key.file, spec.key.field}]) continue;
     seen[{spec.key.file, spec.key.field}] = true;
-    if (!fs::is_regular_file(dir / spec.key.file)) continue;
-    out += str_cat(out.empty() ? "" : ", ", spec.key.file, " ", spec.key.field, " '", key_value(dir / spec.key.file, spec.key.field), "'");
+    if (!files.has(spec.key.file)) continue;
+    out += str_cat(out.empty() ? "" : ", ", spec.key.file, " ", spec.key.field, " '",
+                   files.value(spec.key.file, spec.key.field), "'");
   }
   return out;
 }
@@ -138,9 +157,9 @@ const std::vector<ModelSpec>& model_registry() {
 
 const ModelSpec& model_spec_of(const fs::path& dir) {
   MM_CHECK(fs::is_directory(dir), dir.string(), ": not a directory");
-  for (const auto& spec : model_registry())
-    if (key_value(dir / spec.key.file, spec.key.field) == spec.key.value) return spec;
-  const auto held = held_keys(dir);
+  KeyFiles files(dir);
+  if (const ModelSpec* spec = spec_held(files)) return *spec;
+  const auto held = held_keys(files);
   MM_CHECK(!held.empty(), dir.string(),
            ": has neither config.json nor model_index.json, so it is no Hugging Face model or diffusers pipeline "
            "directory (supported: ", supported_keys(), ")");
@@ -159,14 +178,16 @@ const ModelSpec& model_spec_of(const fs::path& dir, const std::vector<ModelKind>
 const ModelSpec& model_spec_of_checkpoint(const fs::path& checkpoint_dir) {
   const auto file = checkpoint_dir / "config.json";
   MM_CHECK(fs::is_regular_file(file), file.string(), ": missing (a training checkpoint carries its model's config)");
+  KeyFiles files(checkpoint_dir);
   std::string supported;
   for (const auto& spec : model_registry()) {
     if (spec.checkpoint_key.value.empty()) continue;
-    if (key_value(file, spec.checkpoint_key.field) == spec.checkpoint_key.value) return spec;
+    if (files.value(spec.checkpoint_key.file, spec.checkpoint_key.field) == spec.checkpoint_key.value) return spec;
     supported += str_cat(supported.empty() ? "" : ", ", spec.checkpoint_key.field, " ", spec.checkpoint_key.value, " (",
                          spec.family, ")");
   }
-  fail(file.string(), ": model_type '", key_value(file, "model_type"), "', _class_name '", key_value(file, "_class_name"),
+  fail(file.string(), ": model_type '", files.value("config.json", "model_type"), "', _class_name '",
+       files.value("config.json", "_class_name"),
        "' is no training checkpoint of a family mmtrain trains (supported: ", supported, ")");
 }
 
@@ -186,10 +207,9 @@ const ModelSpec& model_spec_of_run_config(const YAML::Node& root, const std::str
   if (model.IsMap() && model["path"].IsScalar()) {
     const fs::path dir = model["path"].as<std::string>();
     if (fs::is_directory(dir)) {
-      const ModelSpec* held = nullptr;
-      for (const auto& spec : model_registry())
-        if (key_value(dir / spec.key.file, spec.key.field) == spec.key.value) held = &spec;
-      MM_CHECK(!held || held == found || held->train_task == task, file, ": model.path ", dir.string(), " is ",
+      KeyFiles files(dir);
+      const ModelSpec* held = spec_held(files);
+      MM_CHECK(!held || held->train_task == task, file, ": model.path ", dir.string(), " is ",
                held->family, " (", held->key.describe(), "), which task: ", task, " does not train",
                held->train_task.empty() ? std::string(" (mmtrain does not train it)")
                                         : str_cat(" (set task: ", held->train_task, ")"));

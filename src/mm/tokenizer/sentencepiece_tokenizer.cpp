@@ -203,11 +203,10 @@ std::string json_charsmap(const nlohmann::json& spec, const std::string& file) {
 // The model of a tokenizer directory that has tokenizer.json but no spiece.model (what
 // transformers' save_pretrained writes for a tokenizers-backed T5 tokenizer): the Unigram
 // vocabulary, scores and unk_id from model, the charsmap from normalizer.
-std::shared_ptr<SentencePieceTokenizer::Impl> load_json_model(const fs::path& tokenizer_json) {
+std::shared_ptr<SentencePieceTokenizer::Impl> load_json_model(const nlohmann::json& spec, const fs::path& tokenizer_json) {
   auto impl = std::make_shared<SentencePieceTokenizer::Impl>();
   impl->file = tokenizer_json.string();
   const std::string& file = impl->file;
-  const nlohmann::json spec = read_json_file(tokenizer_json);
   MM_CHECK(spec.is_object() && spec.contains("model") && spec["model"].is_object(), file, ": model: missing");
   const JsonView model(spec["model"], file, "model.");
   const auto type = model.get<std::string>("type");
@@ -268,9 +267,8 @@ void add_t5_defaults(SentencePieceTokenizer::Impl& impl, const nlohmann::json& c
   }
 }
 
-void read_added_tokens(SentencePieceTokenizer::Impl& impl, const fs::path& tokenizer_json) {
+void read_added_tokens(SentencePieceTokenizer::Impl& impl, const nlohmann::json& spec, const fs::path& tokenizer_json) {
   const std::string file = tokenizer_json.string();
-  const nlohmann::json spec = read_json_file(tokenizer_json);
   MM_CHECK(spec.is_object(), file, ": expected a JSON object");
   const JsonView view(spec, file);
   if (spec.contains("model") && spec["model"].is_object() && spec["model"].contains("type")) {
@@ -319,13 +317,17 @@ SentencePieceTokenizer SentencePieceTokenizer::from_dir(const fs::path& dir) {
   MM_CHECK(fs::is_directory(dir), dir.string(), ": tokenizer directory not found");
   // spiece.model when present (the reference builds its model from it); else the model
   // tokenizer.json carries.
-  const bool has_spiece = fs::exists(dir / "spiece.model") || !fs::exists(dir / "tokenizer.json");
-  auto impl = has_spiece ? load_model(dir / "spiece.model") : load_json_model(dir / "tokenizer.json");
+  // tokenizer.json is read once (umT5's is 16 MB) for both its model and its added tokens.
+  const fs::path tokenizer_json = dir / "tokenizer.json";
+  const bool has_json = fs::exists(tokenizer_json);
+  const nlohmann::json spec = has_json ? read_json_file(tokenizer_json) : nlohmann::json();
+  auto impl = fs::exists(dir / "spiece.model") || !has_json ? load_model(dir / "spiece.model")
+                                                             : load_json_model(spec, tokenizer_json);
   const fs::path config_file = dir / "tokenizer_config.json";
   const nlohmann::json config = read_optional_json(config_file);
   const nlohmann::json special_map = read_optional_json(dir / "special_tokens_map.json");
-  if (fs::exists(dir / "tokenizer.json")) {
-    read_added_tokens(*impl, dir / "tokenizer.json");
+  if (has_json) {
+    read_added_tokens(*impl, spec, tokenizer_json);
   } else {
     add_t5_defaults(*impl, config, special_map, config_file.string());
   }

@@ -263,10 +263,8 @@ NamedTensors Trainer::ema_weights() const {
 // What this rank holds between steps for training: parameters, gradients (as of the last
 // backward) and optimizer state, in bytes; under FSDP about 1/N of one process's.
 void Trainer::log_state_bytes(MetricsLogger& metrics) const {
-  int64_t parameters = 0, gradients = 0;
   const auto memory = parallel_->memory();
-  parameters = memory.parameter_bytes;
-  gradients = memory.gradient_bytes;
+  const int64_t parameters = memory.parameter_bytes, gradients = memory.gradient_bytes;
   std::vector<at::Tensor> state;
   for (const auto& [_, t] : optimizer_->state_tensors()) state.push_back(t);
   const int64_t optimizer = bytes_of(state);
