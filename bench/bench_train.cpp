@@ -20,9 +20,9 @@
 #include "mm/parallel/device_mesh.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/dist/process_group.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 #include "mm/train/optimizer.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
+#include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/tasks/vlm_step.h"
 
 namespace {
@@ -33,7 +33,7 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
-mm::TrainSample make_sample(const mm::Qwen2_5_VLConfig& config, int64_t k) {
+mm::TrainSample make_sample(const mm::QwenVLConfig& config, int64_t k) {
   const int64_t grid_h = 16, grid_w = 16, merged = grid_h * grid_w / 4;
   std::vector<int64_t> ids = {1};
   auto text = [&](int64_t n) {
@@ -53,10 +53,10 @@ mm::TrainSample make_sample(const mm::Qwen2_5_VLConfig& config, int64_t k) {
   for (int64_t p = prompt - 1; p + 1 < s.input_ids.size(0); ++p) s.targets[p] = s.input_ids[p + 1];
   s.image_grid_thw = torch::tensor({int64_t{1}, grid_h, grid_w}, torch::kInt64).view({1, 3});
   s.pixel_values = torch::randn({grid_h * grid_w, 3 * 2 * 14 * 14});
-  mm::Qwen2_5_VLInputs inputs;
+  mm::QwenVLInputs inputs;
   inputs.input_ids = s.input_ids.unsqueeze(0);
   inputs.image_grid_thw = s.image_grid_thw;
-  s.position_ids = mm::qwen2_5_vl_rope_index(config, inputs).position_ids.squeeze(1);
+  s.position_ids = mm::qwen_vl_rope_index(config, inputs).position_ids.squeeze(1);
   return s;
 }
 
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   const int64_t batch = std::stoll(argv[4]);
   const auto env = mm::dist::DistEnv::from_env();
   const int64_t rss_before_model = peak_rss_bytes();
-  auto model = mm::Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(argv[1]);
+  auto model = mm::QwenVLForConditionalGenerationImpl::from_pretrained(argv[1]);
   model->train();
   mm::NamedParams named;
   for (auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     mesh = std::make_unique<mm::parallel::DeviceMesh>(
         *job, mm::parallel::DeviceMesh::Dims{{mm::parallel::MeshDim::dp_replicate, env.world_size / shard}, {mm::parallel::MeshDim::dp_shard, shard}});
     parallel = std::make_unique<mm::parallel::FullyShardedModel>(
-        mm::qwen2_5_vl_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
+        mm::qwen_vl_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
         mm::parallel::ShardingOptions{}, torch::Device(torch::kCPU));
     auto runner = parallel->block_runner(nullptr);
     model->model->block_runner = runner;

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   torch::set_num_threads(std::stoi(argv[4]));
   const int64_t new_tokens = std::stoll(argv[5]);
   const int repeats = std::stoi(argv[6]);
-  mm::Qwen2_5_VLChat chat(argv[1], torch::kFloat32);
+  mm::QwenVLChat chat(argv[1], torch::kFloat32);
   std::vector<mm::ChatMessage> messages = {
       {"user",
        {{mm::ContentPart::Kind::image, "", argv[2]}, {mm::ContentPart::Kind::text, argv[3], ""}}}};

@@ -3,3 +3,6 @@
 mm_oracle(qwen2_5_vl_model)
 mm_test(test_qwen2_5_vl_model ORACLES qwen2_5_vl_model)
 mm_test(test_generation ORACLES qwen2_5_vl_model)
+# Qwen2-VL, the same engine with another vision tower: parity with transformers.
+mm_oracle(qwen2_vl_model)
+mm_test(test_qwen2_vl_model ORACLES qwen2_vl_model)

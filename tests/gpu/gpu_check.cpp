@@ -26,8 +26,8 @@
 #include "mm/core/json_config.h"
 #include "mm/core/rng.h"
 #include "mm/core/safetensors.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
+#include "mm/models/qwen_vl/qwen_vl_config.h"
+#include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/models/wan/wan_transformer.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/tasks/generation.h"
@@ -69,7 +69,7 @@ double grad_diff(torch::nn::Module& cpu, torch::nn::Module& gpu) {
   return diff / scale;
 }
 
-mm::TrainSample train_sample(const mm::Qwen2_5_VLConfig& config, int64_t before, int64_t after, uint64_t seed) {
+mm::TrainSample train_sample(const mm::QwenVLConfig& config, int64_t before, int64_t after, uint64_t seed) {
   auto in = mm::testing::tiny_sample(config, before, 4, 8, after, seed);
   mm::TrainSample s;
   s.index = static_cast<int64_t>(seed);
@@ -79,7 +79,7 @@ mm::TrainSample train_sample(const mm::Qwen2_5_VLConfig& config, int64_t before,
   s.targets.slice(0, n - after - 1, n - 1).copy_(s.input_ids.slice(0, n - after, n));
   s.pixel_values = in.pixel_values;
   s.image_grid_thw = in.image_grid_thw;
-  s.position_ids = mm::qwen2_5_vl_rope_index(config, in).position_ids.squeeze(1);
+  s.position_ids = mm::qwen_vl_rope_index(config, in).position_ids.squeeze(1);
   return s;
 }
 
@@ -117,10 +117,10 @@ void qwen_parity() {
   // The trainer's own step (padded batches of two samples, clipping, fused AdamW, lr 1e-3), as the
   // trainer runs one process: through the sharding wrapper on a mesh of one; `batches` in turn.
   const mm::parallel::DeviceMesh one_process;
-  auto train = [&](mm::Qwen2_5_VLForConditionalGeneration& model, const std::vector<mm::TrainBatch>& batches,
+  auto train = [&](mm::QwenVLForConditionalGeneration& model, const std::vector<mm::TrainBatch>& batches,
                    int steps, bool bf16) {
     mm::parallel::FullyShardedModel wrapped(
-        mm::qwen2_5_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard), one_process,
+        mm::qwen_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard), one_process,
         mm::parallel::ShardingOptions{}, model->parameters().front().device());
     model->model->block_runner = model->visual->block_runner = wrapped.block_runner(nullptr);
     const auto named = wrapped.optimizer_parameters();
@@ -141,7 +141,7 @@ void qwen_parity() {
   const auto batches = std::vector<mm::TrainBatch>{
       mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0),
       mm::collate_padded({train_sample(config, 4, 7, 3), train_sample(config, 8, 4, 4)}, 0)};
-  auto step = [&](mm::Qwen2_5_VLForConditionalGeneration& model, bool bf16) {
+  auto step = [&](mm::QwenVLForConditionalGeneration& model, bool bf16) {
     return train(model, batches, 1, bf16).front();
   };
   auto cpu_step = tiny_model(9), gpu_step = tiny_model(9);
@@ -167,7 +167,7 @@ void qwen_parity() {
   // A training run of 10 steps (one optimizer, two alternating batches) on each device: the loss
   // curves agree step by step. AdamW's per-element normalisation lets rounding differences grow a
   // little each step, so the bound is relative 1e-3, far below what a wrong op gives.
-  auto run = [&](mm::Qwen2_5_VLForConditionalGeneration& model) {
+  auto run = [&](mm::QwenVLForConditionalGeneration& model) {
     std::vector<double> losses;
     for (const auto& r : train(model, batches, 10, false)) losses.push_back(r.loss);
     return losses;
@@ -247,9 +247,9 @@ Timing time_steps(const std::function<void()>& f, int steps) {
 constexpr int64_t kQwenGrid = 32, kQwenText = 3840;
 constexpr int64_t kWanFrames = 21, kWanHeight = 60, kWanWidth = 104, kWanText = 512;
 
-double qwen_bench_flops(const mm::Qwen2_5_VLConfig& config) {
+double qwen_bench_flops(const mm::QwenVLConfig& config) {
   const int64_t tokens = 2 + kQwenGrid * kQwenGrid / 4 + kQwenText;  // vision start/end, image, text
-  return mm::qwen2_5_vl_training_flops(config, {tokens}, tokens, {{1, kQwenGrid, kQwenGrid}});
+  return mm::qwen_vl_training_flops(config, {tokens}, tokens, {{1, kQwenGrid, kQwenGrid}});
 }
 
 double wan_bench_flops(const mm::WanTransformerConfig& config) {
@@ -269,16 +269,16 @@ nlohmann::json mfu(double flops, double step_ms) {
 }
 
 void bench_qwen(const fs::path& source) {
-  const auto config = mm::Qwen2_5_VLConfig::from_file(source / "bench/configs/qwen2_5_vl_7b_4_layers.json");
+  const auto config = mm::QwenVLConfig::from_file(source / "bench/configs/qwen2_5_vl_7b_4_layers.json");
   torch::manual_seed(0);
-  mm::Qwen2_5_VLForConditionalGeneration model(config);
+  mm::QwenVLForConditionalGeneration model(config);
   model->to(kCuda);
   model->train();
   const int64_t grid = kQwenGrid, text = kQwenText, merged = grid * grid / 4;
   auto gen = at::detail::createCPUGenerator(1);
   auto ids = torch::cat({torch::tensor({config.vision_start_token_id}), torch::full({merged}, config.image_token_id, torch::kInt64),
                          torch::tensor({config.vision_end_token_id}), torch::randint(0, 150000, {text}, gen, torch::kInt64)});
-  mm::Qwen2_5_VLInputs in;
+  mm::QwenVLInputs in;
   in.input_ids = ids.unsqueeze(0);
   in.pixel_values = torch::randn({grid * grid, 3 * 2 * 14 * 14}, gen).to(kCuda);
   in.image_grid_thw = torch::tensor({int64_t{1}, grid, grid}).view({1, 3});
@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
   // The benchmarks' model FLOPs per step (what MFU divides), printed by the dry run too.
   run("bench.model_flops", [&] {
     std::cout << nlohmann::json{{"bench_model_flops",
-                                 {{"qwen2_5_vl_7b_4_layers", qwen_bench_flops(mm::Qwen2_5_VLConfig::from_file(
+                                 {{"qwen2_5_vl_7b_4_layers", qwen_bench_flops(mm::QwenVLConfig::from_file(
                                                                  source / "bench/configs/qwen2_5_vl_7b_4_layers.json"))},
                                   {"wan2_1_14b_2_blocks", wan_bench_flops(mm::WanTransformerConfig::from_file(
                                                               source / "bench/configs/wan2_1_14b_2_blocks.json"))}}},

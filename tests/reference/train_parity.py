@@ -1,11 +1,12 @@
-"""Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL.
+"""Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL and
+Qwen2-VL (the same data, settings and decoder; each family's own vision tower).
 
 What transformers' Trainer does for a step, written out: AdamW (torch.optim, fp32) with the
 Trainer's decay / no-decay parameter split, a cosine schedule with warmup, gradient
 accumulation over 2 micro-batches whose summed token cross-entropy is divided by the step's
 target count (Trainer's num_items_in_batch), and global-norm clipping.
 
-Writes into <out>:
+Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl for Qwen2-VL:
   model/               the initial weights (save_pretrained) and config
   samples.safetensors  per sample k: k.input_ids [len], k.targets [len] (already shifted, -100 =
                        ignored), k.pixel_values, k.image_grid_thw
@@ -19,32 +20,42 @@ import json, os, sys
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Trainer
+from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
+                          Qwen2VLForConditionalGeneration, Trainer)
 from transformers.optimization import get_cosine_schedule_with_warmup
 
-out = sys.argv[1]
-os.makedirs(out, exist_ok=True)
 torch.set_num_threads(1)
-torch.manual_seed(7)
-
 IMAGE, VIDEO, VSTART, VEND = 290, 291, 292, 293
-cfg = Qwen2_5_VLConfig(
-    vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
-                       window_size=56, fullatt_block_indexes=[1], tokens_per_second=4, initializer_range=0.05),
-    text_config=dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+TEXT_CONFIG = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                      num_key_value_heads=2, rms_norm_eps=1e-6, initializer_range=0.05, bos_token_id=1,
                      eos_token_id=2, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
-                                                          mrope_section=[2, 3, 3])),
-    image_token_id=IMAGE, video_token_id=VIDEO, vision_start_token_id=VSTART, vision_end_token_id=VEND,
-    tie_word_embeddings=False)
-model = Qwen2_5_VLForConditionalGeneration(cfg)
-model.save_pretrained(os.path.join(out, "model"))
-
-gen = torch.Generator().manual_seed(11)
+                                                          mrope_section=[2, 3, 3]))
+FAMILIES = {
+    "qwen2_5_vl": (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
+                   dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
+                        window_size=56, fullatt_block_indexes=[1], tokens_per_second=4, initializer_range=0.05)),
+    "qwen2_vl": (Qwen2VLConfig, Qwen2VLForConditionalGeneration,
+                 dict(depth=2, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, patch_size=14,
+                      initializer_range=0.05)),
+}
 ROW = 3 * 2 * 14 * 14
 
 
-def sample(text_before, grid, text_after, answer):
+def run(family, out):
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(7)
+    config_class, model_class, vision_config = FAMILIES[family]
+    cfg = config_class(vision_config=vision_config, text_config=TEXT_CONFIG, image_token_id=IMAGE,
+                       video_token_id=VIDEO, vision_start_token_id=VSTART, vision_end_token_id=VEND,
+                       tie_word_embeddings=False)
+    model = model_class(cfg)
+    model.save_pretrained(os.path.join(out, "model"))
+    gen = torch.Generator().manual_seed(11)
+    samples = [sample(gen, 2 + k % 5, GRIDS[k % 4], 3 + k % 3, 2 + k % 4) for k in range(20)]
+    train(model, samples, out)
+
+
+def sample(gen, text_before, grid, text_after, answer):
     """<bos> text <vs> pads <ve> text | answer: only the answer tokens are targets."""
     n = grid[0] * grid[1] * grid[2] // 4
     rand = lambda k: torch.randint(3, 280, (k,), generator=gen).tolist()
@@ -58,13 +69,12 @@ def sample(text_before, grid, text_after, answer):
             "image_grid_thw": torch.tensor([grid])}
 
 
-grids = [(1, 4, 4), (1, 6, 4), (1, 4, 8), (1, 2, 2)]
-samples = [sample(2 + k % 5, grids[k % 4], 3 + k % 3, 2 + k % 4) for k in range(20)]
+GRIDS = [(1, 4, 4), (1, 6, 4), (1, 4, 8), (1, 2, 2)]
 micro_batches = [[[4 * s, 4 * s + 1], [4 * s + 2, 4 * s + 3]] for s in range(5)]
 settings = dict(lr=5e-4, weight_decay=0.1, betas=[0.9, 0.95], eps=1e-8, max_grad_norm=1.0, warmup=2, total=5)
 
 
-def collate(ids):
+def collate(samples, ids):
     """Right-padded micro-batch, as the C++ collate_padded builds it."""
     group = [samples[i] for i in ids]
     width = max(len(s["input_ids"]) for s in group)
@@ -82,43 +92,48 @@ def collate(ids):
                 mm_token_type_ids=(input_ids == IMAGE).int())
 
 
-decay = set(Trainer.get_decay_parameter_names(None, model))
-params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-groups = [{"params": [p for n, p in params if n in decay], "weight_decay": settings["weight_decay"]},
-          {"params": [p for n, p in params if n not in decay], "weight_decay": 0.0}]
-optimizer = torch.optim.AdamW(groups, lr=settings["lr"], betas=tuple(settings["betas"]), eps=settings["eps"],
-                              foreach=False)
-scheduler = get_cosine_schedule_with_warmup(optimizer, settings["warmup"], settings["total"])
+def train(model, samples, out):
+    decay = set(Trainer.get_decay_parameter_names(None, model))
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for n, p in params if n in decay], "weight_decay": settings["weight_decay"]},
+              {"params": [p for n, p in params if n not in decay], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=settings["lr"], betas=tuple(settings["betas"]), eps=settings["eps"],
+                                  foreach=False)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, settings["warmup"], settings["total"])
 
-model.train()
-losses, norms, lrs = [], [], []
-for step in micro_batches:
-    batches = [collate(ids) for ids in step]
-    count = sum(int((b["targets"] != -100).sum()) for b in batches)
-    total = 0.0
-    lrs.append(scheduler.get_last_lr()[0])
-    for b in batches:
-        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], pixel_values=b["pixel_values"],
-                       image_grid_thw=b["image_grid_thw"], mm_token_type_ids=b["mm_token_type_ids"]).logits
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), b["targets"].reshape(-1),
-                               ignore_index=-100, reduction="sum")
-        (loss / count).backward()
-        total += loss.item()
-    losses.append(total / count)
-    norms.append(float(torch.nn.utils.clip_grad_norm_([p for _, p in params], settings["max_grad_norm"])))
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad()
+    model.train()
+    losses, norms, lrs = [], [], []
+    for step in micro_batches:
+        batches = [collate(samples, ids) for ids in step]
+        count = sum(int((b["targets"] != -100).sum()) for b in batches)
+        total = 0.0
+        lrs.append(scheduler.get_last_lr()[0])
+        for b in batches:
+            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], pixel_values=b["pixel_values"],
+                           image_grid_thw=b["image_grid_thw"], mm_token_type_ids=b["mm_token_type_ids"]).logits
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), b["targets"].reshape(-1),
+                                   ignore_index=-100, reduction="sum")
+            (loss / count).backward()
+            total += loss.item()
+        losses.append(total / count)
+        norms.append(float(torch.nn.utils.clip_grad_norm_([p for _, p in params], settings["max_grad_norm"])))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
 
-tensors = {}
-for k, s in enumerate(samples):
-    for field, t in s.items():
-        tensors[f"{k}.{field}"] = t.contiguous()
-save_file(tensors, os.path.join(out, "samples.safetensors"))
-with open(os.path.join(out, "steps.json"), "w") as f:
-    json.dump(dict(micro_batches=micro_batches, **settings), f)
-save_file({"losses": torch.tensor(losses, dtype=torch.float64), "grad_norms": torch.tensor(norms, dtype=torch.float64),
-           "lrs": torch.tensor(lrs, dtype=torch.float64)}, os.path.join(out, "result.safetensors"))
-model.save_pretrained(os.path.join(out, "final"))
-print("losses", losses)
-print("grad norms", norms)
+    tensors = {}
+    for k, s in enumerate(samples):
+        for field, t in s.items():
+            tensors[f"{k}.{field}"] = t.contiguous()
+    save_file(tensors, os.path.join(out, "samples.safetensors"))
+    with open(os.path.join(out, "steps.json"), "w") as f:
+        json.dump(dict(micro_batches=micro_batches, **settings), f)
+    save_file({"losses": torch.tensor(losses, dtype=torch.float64), "grad_norms": torch.tensor(norms, dtype=torch.float64),
+               "lrs": torch.tensor(lrs, dtype=torch.float64)}, os.path.join(out, "result.safetensors"))
+    model.save_pretrained(os.path.join(out, "final"))
+    print("losses", losses)
+    print("grad norms", norms)
+
+
+run("qwen2_5_vl", sys.argv[1])
+run("qwen2_vl", os.path.join(sys.argv[1], "qwen2_vl"))

@@ -76,8 +76,8 @@ json.dump(answers, open(out + "/../hf_answers.json", "w"))
   return f;
 }
 
-mm::Qwen2_5_VLChat& chat() {
-  static mm::Qwen2_5_VLChat c(fixture().model);
+mm::QwenVLChat& chat() {
+  static mm::QwenVLChat c(fixture().model);
   return c;
 }
 

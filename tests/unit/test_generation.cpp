@@ -7,10 +7,10 @@
 namespace mm::testing {
 namespace {
 
-using Model = Qwen2_5_VLForConditionalGeneration;
+using Model = QwenVLForConditionalGeneration;
 
 Model load(const std::string& name) {
-  return Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir(name), torch::kFloat32);
+  return QwenVLForConditionalGenerationImpl::from_pretrained(model_dir(name), torch::kFloat32);
 }
 
 GenerationConfig sampling(double temperature, double top_p, int64_t top_k, uint64_t seed = 0,

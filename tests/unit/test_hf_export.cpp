@@ -5,7 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
+#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 #include "mm/core/json_config.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/lora.h"
@@ -38,15 +39,17 @@ TEST(InitWeights, FollowsTransformersRules) {
   EXPECT_GT(t.numel(), 50000);
   // Both ranges are 0.1 in the tiny config; make them differ to see each applied where it belongs.
   auto config = tiny_config();
-  config.vision.initializer_range = 0.05;
+  config.qwen2_5_vl_vision().initializer_range = 0.05;
   config.text.initializer_range = 0.2;
-  Qwen2_5_VLForConditionalGeneration other(config);
+  QwenVLForConditionalGeneration other(config);
   init_weights(other, 7);
   EXPECT_NEAR(v.std().item<double>(), 0.1, 0.003);
   EXPECT_NEAR(t.std().item<double>(), 0.1, 0.003);
   EXPECT_NEAR(v.mean().item<double>(), 0.0, 0.002);
-  EXPECT_NEAR(other->visual->patch_embed->proj->weight.std().item<double>(), 0.05, 0.003);
-  EXPECT_NEAR(other->visual->merger->mlp[0]->as<LinearImpl>()->weight.std().item<double>(), 0.05, 0.003);
+  auto* tower = dynamic_cast<Qwen2_5_VisionTransformerImpl*>(other->visual.get());
+  ASSERT_NE(tower, nullptr);
+  EXPECT_NEAR(tower->patch_embed->proj->weight.std().item<double>(), 0.05, 0.003);
+  EXPECT_NEAR(tower->merger->mlp[0]->as<LinearImpl>()->weight.std().item<double>(), 0.05, 0.003);
   EXPECT_NEAR(other->model->embed_tokens->weight.std().item<double>(), 0.2, 0.006);
   EXPECT_NEAR(other->lm_head->weight.std().item<double>(), 0.2, 0.006);
   EXPECT_NEAR(other->model->layers->ptr<Qwen2DecoderLayerImpl>(0)->mlp->down_proj->weight.std().item<double>(), 0.2,
@@ -85,7 +88,7 @@ class HfExport : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Runs the oracle on `exported` and compares with mmtrain's logits for the same inputs.
-  void expect_transformers_agrees(Qwen2_5_VLForConditionalGeneration& model, const fs::path& exported,
+  void expect_transformers_agrees(QwenVLForConditionalGeneration& model, const fs::path& exported,
                                   const std::string& tag) {
     auto in = tiny_sample(tiny_config(), 5, 4, 8, 6, 12);
     torch::Tensor ours;
@@ -129,7 +132,7 @@ TEST_F(HfExport, TransformersLoadsItAndAgrees) {
   for (const auto& e : fs::directory_iterator(dir_)) entries += e.path().filename().string()[0] == '.' ? 100 : 1;
   EXPECT_EQ(entries, 2);  // assets, export
   // mmtrain reads it back to the same weights.
-  auto reloaded = Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(out);
+  auto reloaded = QwenVLForConditionalGenerationImpl::from_pretrained(out);
   auto mine = model->named_parameters();
   for (const auto& p : reloaded->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), mine[p.key()])) << p.key();
   expect_transformers_agrees(model, out, "untied");

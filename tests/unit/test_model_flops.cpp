@@ -1,6 +1,6 @@
 // The model FLOPs formulas of train/model_flops.h against hand counts on small shapes, and the
 // peak lookup by GPU name.
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/wan/wan_transformer_config.h"
 #include "mm/train/model_flops.h"
 #include "testing.h"
@@ -14,8 +14,8 @@ TEST(ModelFlops, DecoderMatchesAHandCount) {
 }
 
 TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {
-  mm::Qwen2_5_VLConfig c;
-  auto& v = c.vision;
+  mm::QwenVLConfig c;
+  auto& v = c.qwen2_5_vl_vision();
   v.depth = 2, v.hidden_size = 4, v.intermediate_size = 6, v.num_heads = 1, v.out_hidden_size = 5;
   v.in_channels = 1, v.temporal_patch_size = 1, v.patch_size = 1, v.spatial_merge_size = 2;
   v.window_size = 2, v.fullatt_block_indexes = {1};  // windows of one merged unit (4 patches)
@@ -23,8 +23,8 @@ TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {
   // plus attention: block 0 over 4 windows of 4 (2*4*4*16 = 512), block 1 over the frame of 16
   // (2*4*256 = 2048). Merger: 4 merged tokens of 16: 4*(16*16 + 16*5) = 1344. Sum 8320 MACs.
   c.text.num_hidden_layers = 1, c.text.hidden_size = 4, c.text.num_attention_heads = 1, c.text.num_key_value_heads = 1;
-  const double text_only = mm::qwen2_5_vl_training_flops(c, {7}, 7, {});
-  EXPECT_DOUBLE_EQ(mm::qwen2_5_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 8320);
+  const double text_only = mm::qwen_vl_training_flops(c, {7}, 7, {});
+  EXPECT_DOUBLE_EQ(mm::qwen_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 8320);
 }
 
 TEST(ModelFlops, WanDitMatchesAHandCount) {

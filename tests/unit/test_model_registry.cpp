@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "mm/core/error.h"
@@ -39,17 +40,20 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST(ModelRegistry, EveryFamilyIsFoundByTheKeyItsDirectoryHolds) {
-  std::set<std::string> names, keys, tasks;
+  std::set<std::string> names, keys, checkpoint_keys;
+  std::map<std::string, mm::ModelKind> task_kinds;
   for (const auto& spec : mm::model_registry()) {
     EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
     EXPECT_TRUE(keys.insert(spec.key.describe()).second) << spec.key.describe();
     const auto dir = dir_with("registry_" + spec.name, spec.key.file,
                               nlohmann::json{{spec.key.field, spec.key.value}}.dump());
     EXPECT_EQ(&mm::model_spec_of(dir), &spec) << spec.name;
-    // What a family trains it must also export, and a task names one family.
+    // What a family trains it must also export; families sharing a task (the run config's model
+    // directory then picks one) are of one kind, and each checkpoint key names one family.
     if (spec.train) {
       EXPECT_FALSE(spec.train_task.empty()) << spec.name;
-      EXPECT_TRUE(tasks.insert(spec.train_task).second) << spec.train_task;
+      EXPECT_EQ(task_kinds.emplace(spec.train_task, spec.kind).first->second, spec.kind) << spec.train_task;
+      EXPECT_TRUE(checkpoint_keys.insert(spec.checkpoint_key.describe()).second) << spec.checkpoint_key.describe();
       EXPECT_TRUE(spec.export_checkpoint) << spec.name;
       EXPECT_FALSE(spec.checkpoint_key.value.empty()) << spec.name;
     }

@@ -9,12 +9,12 @@ namespace mm::testing {
 namespace {
 
 struct Packed {
-  Qwen2_5_VLInputs inputs;      // input_ids [1, total], all images' pixels and grids in order
+  QwenVLInputs inputs;      // input_ids [1, total], all images' pixels and grids in order
   torch::Tensor position_ids;   // [3, 1, total]: each sample's own positions side by side
   std::vector<int64_t> cu_seqlens;
 };
 
-Packed pack(Qwen2_5_VLForConditionalGeneration& model, const std::vector<Qwen2_5_VLInputs>& samples) {
+Packed pack(QwenVLForConditionalGeneration& model, const std::vector<QwenVLInputs>& samples) {
   Packed p;
   std::vector<torch::Tensor> ids, pixels, grids, positions;
   p.cu_seqlens = {0};
@@ -32,12 +32,12 @@ Packed pack(Qwen2_5_VLForConditionalGeneration& model, const std::vector<Qwen2_5
   return p;
 }
 
-torch::Tensor packed_logits(Qwen2_5_VLForConditionalGeneration& model, const Packed& p) {
+torch::Tensor packed_logits(QwenVLForConditionalGeneration& model, const Packed& p) {
   auto embeds = model->embed_inputs(p.inputs);
   return model->lm_logits(model->decode(embeds, p.position_ids, {}, nullptr, p.cu_seqlens));
 }
 
-std::vector<Qwen2_5_VLInputs> three_samples() {
+std::vector<QwenVLInputs> three_samples() {
   const auto c = tiny_config();
   return {tiny_sample(c, 3, 4, 4, 9, 1), tiny_sample(c, 7, 4, 8, 2, 2), tiny_sample(c, 1, 8, 4, 14, 3)};
 }

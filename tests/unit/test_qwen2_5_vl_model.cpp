@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "mm/core/json_config.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
+#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
+#include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/nn/rotary.h"
 #include "mm/nn/weights.h"
 #include "model_cases.h"
@@ -15,14 +15,14 @@
 namespace mm::testing {
 namespace {
 
-using Model = Qwen2_5_VLForConditionalGeneration;
+using Model = QwenVLForConditionalGeneration;
 
 Model load(const std::string& name, torch::Dtype dtype = torch::kFloat32) {
-  return Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir(name), dtype);
+  return QwenVLForConditionalGenerationImpl::from_pretrained(model_dir(name), dtype);
 }
 
 // Logits at real tokens only (padding positions carry no meaning): [tokens, vocab].
-torch::Tensor real_positions(const torch::Tensor& logits, const Qwen2_5_VLInputs& in) {
+torch::Tensor real_positions(const torch::Tensor& logits, const QwenVLInputs& in) {
   if (!in.attention_mask.defined()) return logits.reshape({-1, logits.size(-1)});
   return logits.index({in.attention_mask.to(torch::kBool)});
 }
@@ -83,7 +83,7 @@ TEST(Qwen2_5_VLModel, TiedEmbeddingsHaveNoLmHead) {
   EXPECT_TRUE(Checkpoint::open(model_dir("A")).contains("model.embed_tokens.weight"));
 }
 
-// Loader and export share one name map (qwen2_5_vl_state_dict.h): a checkpoint transformers saved
+// Loader and export share one name map (qwen_vl_state_dict.h): a checkpoint transformers saved
 // comes back out under exactly its names, tensor for tensor; an old-layout one in the new layout.
 TEST(Qwen2_5_VLModel, TheExportWritesTheNamesTransformersSaves) {
   const auto out = temp_dir("qwen_export_names");
@@ -99,11 +99,11 @@ TEST(Qwen2_5_VLModel, TheExportWritesTheNamesTransformersSaves) {
   EXPECT_EQ(names, expected);
   for (const auto& name : expected) EXPECT_TRUE(torch::equal(exported.tensor(name), source.tensor(name))) << name;
   for (const auto& name : expected) {
-    const auto module_name = qwen2_5_vl_module_name(name, /*tied_embeddings=*/true);
-    EXPECT_EQ(qwen2_5_vl_hf_name(module_name), name);
+    const auto module_name = qwen_vl_module_name(name, /*tied_embeddings=*/true);
+    EXPECT_EQ(qwen_vl_hf_name(module_name), name);
   }
-  EXPECT_EQ(qwen2_5_vl_module_name("model.embed_tokens.weight", false), "model.embed_tokens.weight");  // old layout
-  EXPECT_EQ(qwen2_5_vl_module_name("lm_head.weight", true), "");
+  EXPECT_EQ(qwen_vl_module_name("model.embed_tokens.weight", false), "model.embed_tokens.weight");  // old layout
+  EXPECT_EQ(qwen_vl_module_name("lm_head.weight", true), "");
   std::filesystem::remove_all(out);
 }
 
@@ -144,7 +144,7 @@ TEST(Qwen2_5_VLModel, MissingTensorIsNamed) {
   auto tensors = tensors_of_a();
   std::erase_if(tensors, [](const auto& t) { return t.first == "model.norm.weight"; });
   auto dir = broken_copy("missing", tensors);
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
                    "missing: model.norm.weight");
 }
 
@@ -153,7 +153,7 @@ TEST(Qwen2_5_VLModel, WrongShapeIsNamed) {
   for (auto& [name, tensor] : tensors)
     if (name == "model.layers.1.self_attn.k_proj.weight") tensor = torch::zeros({64, 64});
   auto dir = broken_copy("shape", tensors);
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
                    "model.layers.1.self_attn.k_proj.weight is [64, 64], expected [32, 64]");
 }
 
@@ -161,7 +161,7 @@ TEST(Qwen2_5_VLModel, UnexpectedTensorIsNamed) {
   auto tensors = tensors_of_a();
   tensors.emplace_back("model.layers.7.mlp.up_proj.weight", torch::zeros({2, 2}));
   auto dir = broken_copy("unexpected", tensors);
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
                    "unexpected: model.layers.7.mlp.up_proj.weight");
 }
 
@@ -177,17 +177,17 @@ TEST(Qwen2_5_VLModel, ConfigSizesBeyondTheCheckpointOrTheMachineFailFastNamingTh
                                std::filesystem::copy_options::overwrite_existing);
     return dir;
   };
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(
                        with("huge_layers", [](auto& j) { j["text_config"]["num_hidden_layers"] = 1000000000; })),
                    "text_config.num_hidden_layers (1000000000) x a decoder layer");
   const auto held = load("A")->config().text.num_hidden_layers;
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(
                        with("more_layers", [&](auto& j) { j["text_config"]["num_hidden_layers"] = held + 1; })),
                    str_cat("text_config.num_hidden_layers is ", held + 1, ", but the checkpoint in"));
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(
                        with("more_blocks", [](auto& j) { j["vision_config"]["depth"] = 40; })),
                    "vision_config.depth is 40, but the checkpoint in");
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(
                        with("huge_vocab", [](auto& j) { j["text_config"]["vocab_size"] = int64_t{1} << 40; })),
                    "text_config.vocab_size (1099511627776) x hidden_size");
 }
@@ -198,12 +198,12 @@ TEST(Qwen2_5_VLModel, ConfigMissingRequiredKeyIsNamed) {
   auto dir = temp_dir("config_key");
   std::ofstream(dir / "config.json") << json.dump();
   std::filesystem::copy_file(model_dir("A") / "model.safetensors", dir / "model.safetensors");
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained(dir, torch::kFloat32),
                    "text_config.num_hidden_layers: missing required key");
 }
 
 TEST(Qwen2_5_VLModel, MissingDirectoryIsNamed) {
-  EXPECT_THROW_MSG(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained("/nonexistent/qwen", torch::kFloat32),
+  EXPECT_THROW_MSG(QwenVLForConditionalGenerationImpl::from_pretrained("/nonexistent/qwen", torch::kFloat32),
                    "/nonexistent/qwen is not a directory");
 }
 

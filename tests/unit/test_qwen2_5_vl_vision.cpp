@@ -3,9 +3,10 @@
 // input checks.
 #include <set>
 
+#include "mm/core/json_config.h"
 #include "mm/nn/varlen_attention.h"
 #include "mm/nn/weights.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_config.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
 #include "testing.h"
@@ -19,7 +20,8 @@ namespace {
 fs::path config_dir(const std::string& name) { return golden_dir("qwen2_5_vl_vision") / name; }
 
 mm::Qwen2_5_VLVisionConfig vision_config(const std::string& name) {
-  return mm::Qwen2_5_VLConfig::from_file(config_dir(name) / "config.json").vision;
+  const auto file = config_dir(name) / "config.json";
+  return mm::Qwen2_5_VLVisionConfig::from_json(mm::read_json_file(file).at("vision_config"), file.string());
 }
 
 std::string strip_visual(const std::string& name) {

@@ -17,7 +17,7 @@ namespace {
 using Grads = std::map<std::string, torch::Tensor>;
 
 // Loss and gradients of one training step; the global RNG is reseeded so both runs draw alike.
-Grads step(Qwen2_5_VLForConditionalGeneration& model, const Qwen2_5_VLInputs& in, bool recompute, int calls = 1) {
+Grads step(QwenVLForConditionalGeneration& model, const QwenVLInputs& in, bool recompute, int calls = 1) {
   model->model->block_runner = recompute ? recompute_runner() : BlockRunner{};
   model->visual->block_runner = recompute ? recompute_runner() : BlockRunner{};
   at::autocast::clear_cache();  // as leaving an autocast region does between steps

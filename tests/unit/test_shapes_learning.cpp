@@ -14,8 +14,8 @@
 #include "mm/data/sample_encoder.h"
 #include "mm/data/synth_shapes.h"
 #include "mm/data/train_sample.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_init_weights.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 #include "mm/tasks/vlm_step.h"
 #include "testing.h"
@@ -40,13 +40,13 @@ fs::path shapes_data(const std::string& name, int64_t train, int64_t test) {
 }
 
 struct Fixture {
-  mm::Qwen2_5_VLForConditionalGeneration model{nullptr};
+  mm::QwenVLForConditionalGeneration model{nullptr};
   std::unique_ptr<mm::Tokenizer> tokenizer;
   std::unique_ptr<mm::SampleEncoder> encoder;
 
   Fixture() {
-    auto config = mm::Qwen2_5_VLConfig::from_file(kTemplate / "config.json");
-    model = mm::Qwen2_5_VLForConditionalGeneration(config);
+    auto config = mm::QwenVLConfig::from_file(kTemplate / "config.json");
+    model = mm::QwenVLForConditionalGeneration(config);
     mm::init_weights(model, 0);
     model->train();
     tokenizer = std::make_unique<mm::Tokenizer>(mm::Tokenizer::from_dir(kTemplate));

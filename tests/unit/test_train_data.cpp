@@ -26,7 +26,7 @@ struct Golden {
   std::shared_ptr<mm::SafetensorsFile> tensors;
   std::optional<mm::Tokenizer> tokenizer;
   std::optional<mm::Qwen2VLProcessor> processor;
-  mm::Qwen2_5_VLConfig config;
+  mm::QwenVLConfig config;
 };
 
 const Golden& golden() {
@@ -39,7 +39,7 @@ const Golden& golden() {
     g.tensors = mm::SafetensorsFile::open(g.dir / "tensors.safetensors");
     g.tokenizer = mm::Tokenizer::from_dir(g.dir / "model");
     g.processor = mm::Qwen2VLProcessor::from_pretrained(g.dir / "model");
-    g.config = mm::Qwen2_5_VLConfig::from_file(g.dir / "model" / "config.json");
+    g.config = mm::QwenVLConfig::from_file(g.dir / "model" / "config.json");
     return g;
   }();
   return g;

@@ -1,11 +1,13 @@
 // Training equals the reference: 5 optimizer steps of mmtrain (padded, packed, with
-// recomputation) against a plain PyTorch loop over transformers' Qwen2.5-VL with the same
-// initial weights, data, AdamW settings and schedule (tests/reference/train_parity.py).
+// recomputation) against a plain PyTorch loop over transformers' Qwen2.5-VL, and over its
+// Qwen2-VL, with the same initial weights, data, AdamW settings and schedule
+// (tests/reference/train_parity.py).
 #include <fstream>
+#include <map>
 
 #include "mm/core/json_config.h"
 #include "mm/nn/weights.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
@@ -19,18 +21,22 @@ using testing::golden_dir;
 using testing::max_abs_diff;
 
 struct Reference {
-  Qwen2_5_VLConfig config;
+  QwenVLConfig config;
   std::vector<TrainSample> samples;
   std::vector<std::vector<std::vector<int64_t>>> steps;  // step -> micro-batch -> sample ids
   nlohmann::json settings;
   torch::Tensor losses, grad_norms, lrs;
 };
 
-const Reference& reference() {
-  static const Reference ref = [] {
+// The oracle's output for a family: Qwen2.5-VL at its top level, Qwen2-VL under qwen2_vl/.
+std::filesystem::path reference_dir(const std::string& family) {
+  return family == "qwen2_5_vl" ? golden_dir("train_parity") : golden_dir("train_parity") / family;
+}
+
+Reference load_reference(const std::string& family) {
     Reference r;
-    const auto dir = golden_dir("train_parity");
-    r.config = Qwen2_5_VLConfig::from_file(dir / "model" / "config.json");
+    const auto dir = reference_dir(family);
+    r.config = QwenVLConfig::from_file(dir / "model" / "config.json");
     auto samples = Checkpoint::open(dir / "samples.safetensors");
     for (int64_t k = 0;; ++k) {
       const auto key = std::to_string(k) + ".";
@@ -41,10 +47,10 @@ const Reference& reference() {
       s.targets = samples.tensor(key + "targets").clone();
       s.pixel_values = samples.tensor(key + "pixel_values").clone();
       s.image_grid_thw = samples.tensor(key + "image_grid_thw").clone();
-      Qwen2_5_VLInputs inputs;
+      QwenVLInputs inputs;
       inputs.input_ids = s.input_ids.unsqueeze(0);
       inputs.image_grid_thw = s.image_grid_thw;
-      s.position_ids = qwen2_5_vl_rope_index(r.config, inputs).position_ids.squeeze(1);
+      s.position_ids = qwen_vl_rope_index(r.config, inputs).position_ids.squeeze(1);
       r.samples.push_back(std::move(s));
     }
     std::ifstream in(dir / "steps.json");
@@ -55,21 +61,26 @@ const Reference& reference() {
     r.grad_norms = result.tensor("grad_norms").clone();
     r.lrs = result.tensor("lrs").clone();
     return r;
-  }();
-  return ref;
+}
+
+const Reference& reference(const std::string& family) {
+  static std::map<std::string, Reference> refs;
+  auto it = refs.find(family);
+  if (it == refs.end()) it = refs.emplace(family, load_reference(family)).first;
+  return it->second;
 }
 
 enum class Layout { padded, packed };
 
 struct RunResult {
   std::vector<double> losses, grad_norms;
-  Qwen2_5_VLForConditionalGeneration model{nullptr};
+  QwenVLForConditionalGeneration model{nullptr};
 };
 
-RunResult run_steps(Layout layout, bool recompute, bool fused) {
-  const auto& ref = reference();
+RunResult run_steps(const std::string& family, Layout layout, bool recompute, bool fused) {
+  const auto& ref = reference(family);
   RunResult out;
-  out.model = Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(golden_dir("train_parity") / "model");
+  out.model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "model");
   out.model->train();
   if (recompute) {
     out.model->model->block_runner = recompute_runner();
@@ -89,7 +100,7 @@ RunResult run_steps(Layout layout, bool recompute, bool fused) {
   optim.beta2 = s["betas"][1].get<double>();
   optim.eps = s["eps"].get<double>();
   optim.fused = fused;
-  AdamW optimizer(named, optim);
+  AdamW optimizer(named, optim, layer_norm_parameter_names(*out.model));
   LrScheduleConfig schedule_config;
   schedule_config.kind = mm::ScheduleKind::cosine;
   schedule_config.warmup_steps = s["warmup"].get<int64_t>();
@@ -113,8 +124,8 @@ RunResult run_steps(Layout layout, bool recompute, bool fused) {
   return out;
 }
 
-void expect_matches_reference(const RunResult& run, double tolerance) {
-  const auto& ref = reference();
+void expect_matches_reference(const std::string& family, const RunResult& run, double tolerance) {
+  const auto& ref = reference(family);
   ASSERT_EQ(run.losses.size(), static_cast<size_t>(ref.losses.size(0)));
   for (size_t i = 0; i < run.losses.size(); ++i) {
     EXPECT_NEAR(run.losses[i], ref.losses[i].item<double>(), tolerance) << "loss of step " << i + 1;
@@ -122,7 +133,7 @@ void expect_matches_reference(const RunResult& run, double tolerance) {
         << "grad norm of step " << i + 1;
   }
   // Final weights: every tensor of the reference's save_pretrained output.
-  auto final_weights = Checkpoint::open(golden_dir("train_parity") / "final");
+  auto final_weights = Checkpoint::open(reference_dir(family) / "final");
   std::map<std::string, torch::Tensor> ours;
   for (auto& [name, t] : named_weights(*run.model)) ours[name] = t;
   double worst = 0;
@@ -136,26 +147,31 @@ void expect_matches_reference(const RunResult& run, double tolerance) {
   std::cout << "final weights: max |diff| " << worst << " (" << worst_name << ")\n";
 }
 
-TEST(TrainParity, PaddedBatchesMatchTransformersLoop) {
-  expect_matches_reference(run_steps(Layout::padded, /*recompute=*/false, /*fused=*/true), 1e-5);
+// The family: its config.json model_type.
+class TrainParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainParity, PaddedBatchesMatchTransformersLoop) {
+  expect_matches_reference(GetParam(), run_steps(GetParam(), Layout::padded, /*recompute=*/false, /*fused=*/true), 1e-5);
 }
 
-TEST(TrainParity, PerTensorAdamWMatchesToo) {
-  expect_matches_reference(run_steps(Layout::padded, false, /*fused=*/false), 1e-5);
+TEST_P(TrainParity, PerTensorAdamWMatchesToo) {
+  expect_matches_reference(GetParam(), run_steps(GetParam(), Layout::padded, false, /*fused=*/false), 1e-5);
 }
 
-TEST(TrainParity, PackedBatchesMatchTransformersLoop) {
-  expect_matches_reference(run_steps(Layout::packed, false, true), 1e-5);
+TEST_P(TrainParity, PackedBatchesMatchTransformersLoop) {
+  expect_matches_reference(GetParam(), run_steps(GetParam(), Layout::packed, false, true), 1e-5);
 }
 
-TEST(TrainParity, RecomputationGivesTheSameTraining) {
-  const auto plain = run_steps(Layout::padded, false, true);
-  const auto recomputed = run_steps(Layout::padded, /*recompute=*/true, true);
+TEST_P(TrainParity, RecomputationGivesTheSameTraining) {
+  const auto plain = run_steps(GetParam(), Layout::padded, false, true);
+  const auto recomputed = run_steps(GetParam(), Layout::padded, /*recompute=*/true, true);
   for (size_t i = 0; i < plain.losses.size(); ++i) EXPECT_EQ(plain.losses[i], recomputed.losses[i]) << i;
   auto a = named_weights(*plain.model);
   auto b = named_weights(*recomputed.model);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, TrainParity, ::testing::Values("qwen2_5_vl", "qwen2_vl"));
 
 }  // namespace
 }  // namespace mm

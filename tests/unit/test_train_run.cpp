@@ -1,13 +1,16 @@
 // `mmtrain train` end to end on the synthetic shapes data with the tiny from-scratch template:
 // resume after a kill is bit-identical, broken samples are skipped and counted (or fatal with
 // on_error: fail), metrics and TensorBoard files hold the steps, and exports (plain and LoRA
-// merged) load in transformers with logits equal to the trained model's.
+// merged) load in transformers with logits equal to the trained model's; a Qwen2-VL directory trains
+// through the same command and exports a model transformers loads.
+#include <cmath>
 #include <fstream>
 #include <regex>
 
+#include "mm/core/json_config.h"
 #include "mm/core/run_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/tasks/qwen2_5_vl_checkpoint.h"
+#include "mm/tasks/qwen_vl_checkpoint.h"
 #include "mm/train/train_config.h"
 #include "test_files.h"
 #include "testing.h"
@@ -32,10 +35,10 @@ const fs::path& shapes_data() {
 
 // Writes a run config for `out_dir`; `extra` is appended YAML (whole sections).
 fs::path write_config(const fs::path& out_dir, const std::string& data_file, const std::string& extra = "",
-                      int64_t max_steps = 20) {
+                      int64_t max_steps = 20, const fs::path& model = kTemplate) {
   fs::create_directories(out_dir);
   const auto path = out_dir / "run.yaml";
-  std::ofstream(path) << "model:\n  path: " << kTemplate.string() << "\n  from_scratch: true\n  init_seed: 5\n"
+  std::ofstream(path) << "model:\n  path: " << model.string() << "\n  from_scratch: true\n  init_seed: 5\n"
                       << "data:\n  train: " << data_file << "\n  max_seq_len: 256\n  num_workers: 2\n"
                       << "train:\n  seed: 9\n  micro_batch_size: 4\n  grad_accum: 2\n  max_steps: " << max_steps
                       << "\n  threads: 1\n"
@@ -209,7 +212,7 @@ void expect_export_matches(const fs::path& run_dir, const fs::path& work) {
   ASSERT_EQ(py, 0) << py_out;
   auto ref = Checkpoint::open(golden);
   auto model = load_checkpoint_model(resolve_training_checkpoint(run_dir));
-  Qwen2_5_VLInputs inputs;
+  QwenVLInputs inputs;
   inputs.input_ids = ref.tensor("input_ids").clone();
   inputs.attention_mask = ref.tensor("attention_mask").clone();
   inputs.pixel_values = ref.tensor("pixel_values").clone();
@@ -239,6 +242,42 @@ TEST(TrainRun, LoraRunExportsMerged) {
   auto checkpoint = Checkpoint::open(resolve_training_checkpoint(dir / "run") / "model.safetensors");
   auto b = checkpoint.tensor("model.layers.0.self_attn.q_proj.lora_B.weight");
   EXPECT_GT(b.abs().max().item<double>(), 0.0) << "LoRA B stayed zero: the adapters did not train";
+  expect_export_matches(dir / "run", dir);
+}
+
+// The tiny template as a Qwen2-VL directory: its config.json says qwen2_vl with a Qwen2-VL vision
+// tower (LayerNorm, fc1/fc2 MLP, no windows) of the same widths; tokenizer and processor unchanged.
+fs::path qwen2_vl_template(const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(kTemplate))
+    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  auto config = read_json_file(kTemplate / "config.json");
+  config["model_type"] = "qwen2_vl";
+  config["architectures"] = {"Qwen2VLForConditionalGeneration"};
+  config["text_config"]["model_type"] = "qwen2_vl_text";
+  config["vision_config"] = {{"model_type", "qwen2_vl_vision"}, {"depth", 2}, {"embed_dim", 64},
+                             {"hidden_size", config["text_config"]["hidden_size"]}, {"mlp_ratio", 2},
+                             {"num_heads", 4}, {"patch_size", 14}, {"spatial_merge_size", 2},
+                             {"temporal_patch_size", 2}, {"initializer_range", 0.02}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  auto tokenizer_config = read_json_file(kTemplate / "tokenizer_config.json");
+  tokenizer_config["processor_class"] = "Qwen2VLProcessor";
+  std::ofstream(dir / "tokenizer_config.json") << tokenizer_config.dump(2);
+  return dir;
+}
+
+TEST(TrainRun, Qwen2VLTrainsThroughTheSameCommandAndExports) {
+  const auto dir = testing::temp_dir("train_qwen2_vl");
+  const auto model = qwen2_vl_template(dir / "model");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), "", 4, model).string());
+  ASSERT_EQ(status, 0) << out;
+  const auto checkpoint = resolve_training_checkpoint(dir / "run");
+  EXPECT_EQ(read_json_file(checkpoint / "config.json")["model_type"], "qwen2_vl");
+  EXPECT_TRUE(Checkpoint::open(checkpoint / "model.safetensors").contains("visual.blocks.1.mlp.fc2.weight"));
+  const auto losses = losses_of(dir / "run");
+  ASSERT_EQ(losses.size(), 4u);
+  for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
   expect_export_matches(dir / "run", dir);
 }
 

@@ -6,14 +6,14 @@
 
 #include <vector>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_init_weights.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 
 namespace mm::testing {
 
-inline Qwen2_5_VLConfig tiny_config(bool tied = false) {
-  Qwen2_5_VLConfig c;
-  auto& v = c.vision;
+inline QwenVLConfig tiny_config(bool tied = false) {
+  QwenVLConfig c;
+  auto& v = c.qwen2_5_vl_vision();
   v.depth = 4, v.hidden_size = 32, v.intermediate_size = 48, v.num_heads = 2, v.out_hidden_size = 64;
   v.patch_size = 14, v.window_size = 56, v.fullatt_block_indexes = {1, 3}, v.tokens_per_second = 4;
   v.initializer_range = 0.1;
@@ -26,25 +26,26 @@ inline Qwen2_5_VLConfig tiny_config(bool tied = false) {
   return c;
 }
 
-inline Qwen2_5_VLForConditionalGeneration tiny_model(uint64_t seed, bool tied = false) {
-  Qwen2_5_VLForConditionalGeneration model(tiny_config(tied));
+inline QwenVLForConditionalGeneration tiny_model(uint64_t seed, bool tied = false) {
+  QwenVLForConditionalGeneration model(tiny_config(tied));
   init_weights(model, seed);
   return model;
 }
 
 // input_ids [1, n]: bos, `before` text tokens, <vision_start> image pads <vision_end>, `after`
 // text tokens, for one image of grid (1, h, w) patches; pixel_values [h * w, 3 * 2 * 14 * 14].
-inline Qwen2_5_VLInputs tiny_sample(const Qwen2_5_VLConfig& c, int64_t before, int64_t h, int64_t w, int64_t after,
+inline QwenVLInputs tiny_sample(const QwenVLConfig& c, int64_t before, int64_t h, int64_t w, int64_t after,
                                     uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   auto text = [&](int64_t n) { return torch::randint(3, 280, {n}, gen, torch::kInt64); };
-  const int64_t merged = h * w / (c.vision.spatial_merge_size * c.vision.spatial_merge_size);
-  Qwen2_5_VLInputs in;
+  const int64_t merged = h * w / (c.spatial_merge_size() * c.spatial_merge_size());
+  QwenVLInputs in;
   in.input_ids = torch::cat({torch::tensor({int64_t{1}}), text(before), torch::tensor({c.vision_start_token_id}),
                              torch::full({merged}, c.image_token_id, torch::kInt64),
                              torch::tensor({c.vision_end_token_id}), text(after)})
                      .unsqueeze(0);
-  const int64_t row = c.vision.in_channels * c.vision.temporal_patch_size * c.vision.patch_size * c.vision.patch_size;
+  const auto& v = c.qwen2_5_vl_vision();
+  const int64_t row = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
   in.pixel_values = torch::randn({h * w, row}, gen);
   in.image_grid_thw = torch::tensor({int64_t{1}, h, w}).view({1, 3});
   return in;

@@ -78,7 +78,7 @@ void SampleEncoderOptions::validate() const {
 }
 
 SampleEncoder::SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor& processor,
-                             const Qwen2_5_VLConfig& config, SampleEncoderOptions options)
+                             const QwenVLConfig& config, SampleEncoderOptions options)
     : tokenizer_(tokenizer),
       processor_(with_pixel_limits(processor, options)),
       config_(config),
@@ -216,12 +216,12 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
 
   sample.input_ids = torch::tensor(ids, torch::kInt64);
   sample.targets = torch::tensor(targets, torch::kInt64);
-  Qwen2_5_VLInputs inputs;
+  QwenVLInputs inputs;
   inputs.input_ids = sample.input_ids.unsqueeze(0);
   inputs.image_grid_thw = sample.image_grid_thw;
   inputs.video_grid_thw = sample.video_grid_thw;
   inputs.second_per_grid_ts = sample.second_per_grid_ts;
-  sample.position_ids = qwen2_5_vl_rope_index(config_, inputs).position_ids.select(1, 0).contiguous();
+  sample.position_ids = qwen_vl_rope_index(config_, inputs).position_ids.select(1, 0).contiguous();
   return sample;
 }
 

@@ -1,4 +1,4 @@
-// Conversation -> TrainSample for Qwen2.5-VL fine-tuning: the chat template over the whole
+// Conversation -> TrainSample for Qwen-VL fine-tuning: the chat template over the whole
 // conversation (no generation prompt), media decoded and preprocessed, placeholders expanded,
 // text tokenized, assistant turns marked as targets, M-RoPE positions computed.
 //
@@ -17,7 +17,7 @@
 #include "mm/data/conversation.h"
 #include "mm/models/qwen2_vl/qwen2_vl_processor.h"
 #include "mm/data/train_sample.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 
 namespace mm {
@@ -43,7 +43,7 @@ struct SampleEncoderOptions {
 
 class SampleEncoder {
  public:
-  SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor& processor, const Qwen2_5_VLConfig& config,
+  SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor& processor, const QwenVLConfig& config,
                 SampleEncoderOptions options = {});
 
   // Throws SampleError with the reason (missing/corrupt media, too long, placeholder mismatch,
@@ -59,12 +59,12 @@ class SampleEncoder {
   const SampleEncoderOptions& options() const { return options_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Qwen2VLProcessor& processor() const { return processor_; }
-  const Qwen2_5_VLConfig& config() const { return config_; }
+  const QwenVLConfig& config() const { return config_; }
 
  private:
   Tokenizer tokenizer_;
   Qwen2VLProcessor processor_;
-  Qwen2_5_VLConfig config_;
+  QwenVLConfig config_;
   SampleEncoderOptions options_;
   int64_t im_end_id_ = -1, newline_id_ = -1;
   std::vector<int64_t> assistant_header_ids_;  // "<|im_start|>assistant\n"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 
 namespace mm {
 
@@ -32,7 +32,7 @@ struct TrainSample {
 struct TrainBatch {
   // input_ids [rows, seq]; attention_mask [rows, seq] only when padded (undefined otherwise);
   // vision tensors of all samples concatenated in text order; second_per_grid_ts concatenated.
-  Qwen2_5_VLInputs inputs;
+  QwenVLInputs inputs;
   torch::Tensor position_ids;        // [3, rows, seq] int64
   torch::Tensor targets;             // [rows, seq] int64, -100 = ignored (also at padding)
   std::vector<int64_t> cu_seqlens;   // packed: rows == 1 and boundaries [0, l1, l1+l2, ...]; else empty

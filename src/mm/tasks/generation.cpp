@@ -39,8 +39,8 @@ torch::Tensor warp_logits(const torch::Tensor& logits, const GenerationConfig& c
   return scores;
 }
 
-std::vector<std::vector<int64_t>> generate_batch(Qwen2_5_VLForConditionalGeneration& model,
-                                                 const Qwen2_5_VLInputs& inputs,
+std::vector<std::vector<int64_t>> generate_batch(QwenVLForConditionalGeneration& model,
+                                                 const QwenVLInputs& inputs,
                                                  const GenerationConfig& config) {
   config.validate();
   torch::NoGradGuard no_grad;
@@ -93,7 +93,7 @@ std::vector<std::vector<int64_t>> generate_batch(Qwen2_5_VLForConditionalGenerat
   return out;
 }
 
-std::vector<int64_t> generate(Qwen2_5_VLForConditionalGeneration& model, const Qwen2_5_VLInputs& inputs,
+std::vector<int64_t> generate(QwenVLForConditionalGeneration& model, const QwenVLInputs& inputs,
                               const GenerationConfig& config) {
   MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2 && inputs.input_ids.size(0) == 1,
            "generate: input_ids must be [1, seq]; use generate_batch for batches");

@@ -1,11 +1,11 @@
-// Autoregressive generation for Qwen2.5-VL with a KV cache: one prefill over the prompt (vision
+// Autoregressive generation for the Qwen-VL models with a KV cache: one prefill over the prompt (vision
 // features spliced in), then one position per step. Positions continue from the prompt's last
 // M-RoPE position + 1 on all three axes, as the reference's generate does.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 
 namespace mm {
 
@@ -23,12 +23,12 @@ struct GenerationConfig {
 
 // The new tokens of every row (a row ends after its first stop token, which is included, or
 // after max_new_tokens). inputs.input_ids: [batch, seq]; left padding via attention_mask.
-std::vector<std::vector<int64_t>> generate_batch(Qwen2_5_VLForConditionalGeneration& model,
-                                                 const Qwen2_5_VLInputs& inputs,
+std::vector<std::vector<int64_t>> generate_batch(QwenVLForConditionalGeneration& model,
+                                                 const QwenVLInputs& inputs,
                                                  const GenerationConfig& config);
 
 // generate_batch for a single sequence (batch 1).
-std::vector<int64_t> generate(Qwen2_5_VLForConditionalGeneration& model, const Qwen2_5_VLInputs& inputs,
+std::vector<int64_t> generate(QwenVLForConditionalGeneration& model, const QwenVLInputs& inputs,
                               const GenerationConfig& config);
 
 // The reference's logits warpers in its order: temperature, top-k, top-p. Removed tokens get

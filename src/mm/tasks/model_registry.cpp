@@ -6,7 +6,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
-#include "mm/tasks/qwen2_5_vl_checkpoint.h"
+#include "mm/tasks/qwen_vl_checkpoint.h"
 #include "mm/tasks/video_train_config.h"
 #include "mm/tasks/video_training.h"
 #include "mm/tasks/vlm_chat.h"
@@ -21,22 +21,24 @@ namespace fs = std::filesystem;
 namespace mm {
 namespace {
 
-ModelSpec qwen2_5_vl() {
+// The Qwen-VL families share one model (its config picks the vision tower), chat pipeline, task and
+// checkpoint format; `model_type` is config.json's.
+ModelSpec qwen_vl(const std::string& model_type, const std::string& family) {
   ModelSpec s;
-  s.name = "qwen2_5_vl";
-  s.family = "Qwen2.5-VL";
+  s.name = model_type;
+  s.family = family;
   s.kind = ModelKind::vision_language;
-  s.key = {"config.json", "model_type", "qwen2_5_vl"};
+  s.key = {"config.json", "model_type", model_type};
   s.checkpoint_key = s.key;
   s.train_task = "vlm";
   s.open_chat = [](const fs::path& dir, at::ScalarType dtype, c10::Device device) -> std::unique_ptr<VisionLanguageChat> {
-    return std::make_unique<Qwen2_5_VLChat>(dir, dtype, device);
+    return std::make_unique<QwenVLChat>(dir, dtype, device);
   };
   s.train = [](const YAML::Node& root, const std::string& file) {
     return run_vlm_training(parse_train_config(root, file));
   };
-  s.export_checkpoint = export_qwen2_5_vl_checkpoint;
-  s.as_training_checkpoint = qwen2_5_vl_as_training_checkpoint;
+  s.export_checkpoint = export_qwen_vl_checkpoint;
+  s.as_training_checkpoint = qwen_vl_as_training_checkpoint;
   return s;
 }
 
@@ -151,7 +153,8 @@ std::string ModelSpec::commands() const {
 }
 
 const std::vector<ModelSpec>& model_registry() {
-  static const std::vector<ModelSpec> registry = {qwen2_5_vl(), wan_text_to_video(), wan_image_to_video()};
+  static const std::vector<ModelSpec> registry = {qwen_vl("qwen2_5_vl", "Qwen2.5-VL"), qwen_vl("qwen2_vl", "Qwen2-VL"),
+                                                  wan_text_to_video(), wan_image_to_video()};
   return registry;
 }
 
@@ -197,10 +200,11 @@ const ModelSpec& model_spec_of_run_config(const YAML::Node& root, const std::str
   const ModelSpec* found = nullptr;
   for (const auto& spec : model_registry()) {
     if (!spec.train) continue;
-    tasks += (tasks.empty() ? "" : ", ") + spec.train_task;
-    if (spec.train_task == task) found = &spec;
+    if (spec.train_task == task && !found) found = &spec;
+    if (tasks.find(spec.train_task) == std::string::npos) tasks += (tasks.empty() ? "" : ", ") + spec.train_task;
   }
   MM_CHECK(found, file, ": task: '", task, "' is not one of ", tasks);
+  // Several families may share a task (Qwen2-VL and Qwen2.5-VL: vlm); the directory says which.
   // The model directory is the truth: a run config whose task trains another family than the
   // directory holds fails here, before anything is loaded.
   const YAML::Node model = root["model"];
@@ -213,6 +217,7 @@ const ModelSpec& model_spec_of_run_config(const YAML::Node& root, const std::str
                held->family, " (", held->key.describe(), "), which task: ", task, " does not train",
                held->train_task.empty() ? std::string(" (mmtrain does not train it)")
                                         : str_cat(" (set task: ", held->train_task, ")"));
+      if (held) return *held;
     }
   }
   return *found;

@@ -1,6 +1,6 @@
 // What `mmtrain infer` and `mmtrain eval` ask of a vision-language model: render a conversation
 // with the model's chat template and answer it. Each family implements it over its own processor
-// and model (Qwen2_5_VLChat); the registry opens one for a model directory.
+// and model (QwenVLChat); the registry opens one for a model directory.
 #pragma once
 #include <optional>
 #include <string>

@@ -21,20 +21,20 @@ VideoSampling sampling_for(const Qwen2VLPreprocessConfig& config, const VideoOpt
 
 }  // namespace
 
-Qwen2_5_VLChat::Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype, c10::Device device)
+QwenVLChat::QwenVLChat(const std::filesystem::path& model_dir, torch::Dtype dtype, c10::Device device)
     : tokenizer_(Tokenizer::from_dir(model_dir)),
       processor_(Qwen2VLProcessor::from_pretrained(model_dir)),
-      model_(Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir, dtype)) {
+      model_(QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, dtype)) {
   // Inputs are prepared on the CPU; the model moves them to its device (generation.cpp).
   if (!device.is_cpu()) model_->to(device);
   model_->eval();
 }
 
-std::string Qwen2_5_VLChat::render(const std::vector<ChatMessage>& messages) const {
+std::string QwenVLChat::render(const std::vector<ChatMessage>& messages) const {
   return render_qwen2_vl_chat(messages, /*add_generation_prompt=*/true);
 }
 
-Qwen2_5_VLInputs Qwen2_5_VLChat::prepare(const std::vector<ChatMessage>& messages,
+QwenVLInputs QwenVLChat::prepare(const std::vector<ChatMessage>& messages,
                                          const VideoOptions& video) const {
   std::vector<at::Tensor> images, videos;
   std::vector<double> video_fps;
@@ -50,7 +50,7 @@ Qwen2_5_VLInputs Qwen2_5_VLChat::prepare(const std::vector<ChatMessage>& message
       }
     }
 
-  Qwen2_5_VLInputs inputs;
+  QwenVLInputs inputs;
   if (!images.empty()) {
     VisionInputs v = processor_.preprocess_images(images);
     inputs.pixel_values = v.pixel_values;
@@ -70,14 +70,14 @@ Qwen2_5_VLInputs Qwen2_5_VLChat::prepare(const std::vector<ChatMessage>& message
   return inputs;
 }
 
-std::vector<int64_t> Qwen2_5_VLChat::generate_ids(const Qwen2_5_VLInputs& inputs,
+std::vector<int64_t> QwenVLChat::generate_ids(const QwenVLInputs& inputs,
                                                   GenerationConfig config) {
   if (auto eos = tokenizer_.eos_token_id()) config.stop_token_ids.push_back(*eos);
   torch::NoGradGuard no_grad;
   return generate(model_, inputs, config);
 }
 
-std::string Qwen2_5_VLChat::reply(const std::vector<ChatMessage>& messages,
+std::string QwenVLChat::reply(const std::vector<ChatMessage>& messages,
                                   const GenerationConfig& config, const VideoOptions& video) {
   return tokenizer_.decode(generate_ids(prepare(messages, video), config),
                            /*skip_special_tokens=*/true);

@@ -1,4 +1,4 @@
-// The Qwen2.5-VL chat pipeline, as transformers' processor + generate run it: render the
+// The Qwen-VL (Qwen2-VL, Qwen2.5-VL) chat pipeline, as transformers' processor + generate run it: render the
 // conversation with the chat template, decode and preprocess its images and videos, expand the
 // placeholders, tokenize, generate, decode the answer.
 #pragma once
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mm/models/qwen2_vl/qwen2_vl_processor.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 #include "mm/tasks/generation.h"
 #include "mm/tasks/vision_language_chat.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
@@ -16,11 +16,11 @@
 
 namespace mm {
 
-class Qwen2_5_VLChat : public VisionLanguageChat {
+class QwenVLChat : public VisionLanguageChat {
  public:
-  // model_dir: a Hugging Face Qwen2.5-VL directory (config, safetensors, tokenizer and
+  // model_dir: a Hugging Face Qwen2-VL or Qwen2.5-VL directory (config, safetensors, tokenizer and
   // preprocessor configs).
-  Qwen2_5_VLChat(const std::filesystem::path& model_dir, torch::Dtype dtype = torch::kFloat32,
+  QwenVLChat(const std::filesystem::path& model_dir, torch::Dtype dtype = torch::kFloat32,
                  c10::Device device = c10::Device(c10::kCPU));
 
   // The prompt text (chat template with the assistant turn opened), before placeholder expansion.
@@ -28,11 +28,11 @@ class Qwen2_5_VLChat : public VisionLanguageChat {
 
   // Model inputs for a conversation: media decoded from each part's `source`, preprocessed,
   // placeholders expanded to one token per merged patch, text tokenized. Batch of one.
-  Qwen2_5_VLInputs prepare(const std::vector<ChatMessage>& messages, const VideoOptions& video = {}) const;
+  QwenVLInputs prepare(const std::vector<ChatMessage>& messages, const VideoOptions& video = {}) const;
 
   // New token ids (the stop token included when one ends the answer). Stops at the model's eos
   // ids, the tokenizer's eos token and config.stop_token_ids.
-  std::vector<int64_t> generate_ids(const Qwen2_5_VLInputs& inputs, GenerationConfig config);
+  std::vector<int64_t> generate_ids(const QwenVLInputs& inputs, GenerationConfig config);
 
   // The answer text, special tokens removed.
   std::string reply(const std::vector<ChatMessage>& messages, const GenerationConfig& config,
@@ -40,12 +40,12 @@ class Qwen2_5_VLChat : public VisionLanguageChat {
 
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Qwen2VLProcessor& processor() const { return processor_; }
-  Qwen2_5_VLForConditionalGeneration& model() { return model_; }
+  QwenVLForConditionalGeneration& model() { return model_; }
 
  private:
   Tokenizer tokenizer_;
   Qwen2VLProcessor processor_;
-  Qwen2_5_VLForConditionalGeneration model_{nullptr};
+  QwenVLForConditionalGeneration model_{nullptr};
 };
 
 }  // namespace mm

@@ -6,7 +6,7 @@
 
 namespace mm {
 
-at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBatch& batch) {
+at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch) {
   MM_CHECK(batch.targets.defined() && batch.targets.sizes() == batch.inputs.input_ids.sizes(),
            "training batch: targets must match input_ids");
   auto embeds = model->embed_inputs(batch.inputs);
@@ -20,7 +20,7 @@ at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBa
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
-StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimizer, double lr,
+StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, double lr,
                       const std::vector<at::Tensor>& params, const std::vector<TrainBatch>& micro_batches,
                       const StepOptions& options) {
   std::vector<MicroBatchCounts> counts;

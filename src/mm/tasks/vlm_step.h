@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mm/data/train_sample.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 #include "mm/train/train_step.h"
 
 namespace mm {
@@ -15,11 +15,11 @@ namespace mm {
 // Summed cross-entropy of `batch` (targets already shifted; -100 ignored), over the supervised
 // positions only: the lm_head runs on those rows alone, which is where most of its cost goes.
 // Returns a 0-dim float32 tensor that requires grad.
-at::Tensor vlm_loss_sum(Qwen2_5_VLForConditionalGeneration& model, const TrainBatch& batch);
+at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch);
 
 // The loss of the step is the sum over all micro-batches divided by their total target count
 // (over all ranks with options.data_parallel). `params` are the trainable parameters.
-StepResult train_step(Qwen2_5_VLForConditionalGeneration& model, AdamW& optimizer, double lr,
+StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, double lr,
                       const std::vector<at::Tensor>& params, const std::vector<TrainBatch>& micro_batches,
                       const StepOptions& options);
 

@@ -2,16 +2,16 @@
 
 #include <torch/torch.h>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
+#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/data/conversation.h"
 #include "mm/data/loader.h"
 #include "mm/data/sample_encoder.h"
 #include "mm/data/sampler.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_sharding.h"
+#include "mm/models/qwen_vl/qwen_vl_init_weights.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/nn/lora.h"
 #include "mm/tasks/evaluation.h"
 #include "mm/tasks/vlm_chat.h"
@@ -24,16 +24,16 @@ namespace mm {
 
 namespace {
 
-Qwen2_5_VLForConditionalGeneration build_model(const TrainConfig& config) {
+QwenVLForConditionalGeneration build_model(const TrainConfig& config) {
   const auto& m = config.model;
   MM_CHECK(fs::is_regular_file(m.path / "config.json"), "model.path: ", m.path.string(), " has no config.json");
-  if (!m.from_scratch) return Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32);
-  Qwen2_5_VLForConditionalGeneration model(Qwen2_5_VLConfig::from_file(m.path / "config.json"));
+  if (!m.from_scratch) return QwenVLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32);
+  QwenVLForConditionalGeneration model(QwenVLConfig::from_file(m.path / "config.json"));
   init_weights(model, m.init_seed);
   return model;
 }
 
-void apply_freezing(Qwen2_5_VLForConditionalGeneration& model, const TrainConfig::Freeze& freeze) {
+void apply_freezing(QwenVLForConditionalGeneration& model, const TrainConfig::Freeze& freeze) {
   for (auto& p : model->named_parameters()) {
     const auto& name = p.key();
     const bool projector = name.rfind("visual.merger.", 0) == 0;
@@ -51,7 +51,7 @@ struct VlmMicroBatch : MicroBatch {
 // Conversations through the threaded loader, in the sampler's global order.
 class VlmTrainingData : public TrainingData {
  public:
-  VlmTrainingData(const TrainConfig& config, const Qwen2_5_VLConfig& model_config, const parallel::DeviceMesh& mesh)
+  VlmTrainingData(const TrainConfig& config, const QwenVLConfig& model_config, const parallel::DeviceMesh& mesh)
       : config_(config) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(config.model.path));
     const auto processor = Qwen2VLProcessor::from_pretrained(config.model.path);
@@ -166,7 +166,7 @@ class VlmTrainingTask : public TrainingTask {
 
   torch::nn::Module& module() override { return *model_; }
   std::vector<ShardUnit> sharding_units() override {
-    return qwen2_5_vl_sharding_units(model_, config_.parallel.vision, config_.parallel.language);
+    return qwen_vl_sharding_units(model_, config_.parallel.vision, config_.parallel.language);
   }
   void set_block_runner(const BlockRunner& runner) override {
     model_->model->block_runner = runner;
@@ -199,7 +199,7 @@ class VlmTrainingTask : public TrainingTask {
   std::string export_format() const override { return "Hugging Face format"; }
   double after_export(const fs::path& final_model, MetricsLogger& metrics) override {
     if (config_.eval.data.empty()) return -1;
-    Qwen2_5_VLChat chat(final_model);
+    QwenVLChat chat(final_model);
     const auto eval_data = ConversationFile::open(config_.eval.data, config_.eval.root);
     EvalOptions options;
     options.max_new_tokens = config_.eval.max_new_tokens;
@@ -214,7 +214,7 @@ class VlmTrainingTask : public TrainingTask {
 
  private:
   const TrainConfig& config_;
-  Qwen2_5_VLForConditionalGeneration model_;
+  QwenVLForConditionalGeneration model_;
   std::unique_ptr<VlmTrainingData> data_;
 };
 

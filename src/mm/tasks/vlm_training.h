@@ -1,4 +1,4 @@
-// Vision-language fine-tuning and pretraining as a TrainingTask of the one trainer: a Qwen2.5-VL
+// Vision-language fine-tuning and pretraining as a TrainingTask of the one trainer: a Qwen-VL (Qwen2-VL, Qwen2.5-VL)
 // model (from a Hugging Face directory or from scratch), freezing and LoRA, conversations encoded
 // by the model's processor and chat template on the loader's worker threads, the summed
 // cross-entropy over supervised tokens, the Hugging Face export (LoRA merged) and, when

@@ -4,7 +4,7 @@
 #include <array>
 #include <cctype>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
 #include "mm/models/wan/wan_transformer_config.h"
 
@@ -40,16 +40,10 @@ double decoder_training_flops(const DecoderShape& d, const std::vector<int64_t>&
   return kFlopsPerTrainedMac * macs;
 }
 
-double qwen2_5_vl_training_flops(const Qwen2_5_VLConfig& config, const std::vector<int64_t>& text_segments,
-                                 int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images) {
-  const auto& t = config.text;
-  double flops = decoder_training_flops({t.num_hidden_layers, t.hidden_size, t.intermediate_size,
-                                         t.num_attention_heads, t.num_key_value_heads, t.vocab_size},
-                                        text_segments, logit_tokens);
-  if (images.empty()) return flops;
-  const auto& v = config.vision;
-  std::vector<std::array<int64_t, 3>> grid;
-  for (const auto& g : images) grid.push_back({g.at(0), g.at(1), g.at(2)});
+namespace {
+
+// Multiply-adds of one pass of the Qwen2.5-VL tower over `layout`'s patches.
+double qwen2_5_vl_vision_macs(const Qwen2_5_VLVisionConfig& v, const std::vector<std::array<int64_t, 3>>& grid) {
   const auto layout =
       qwen2_5_vision_layout(grid, v.spatial_merge_size, std::max<int64_t>(1, v.window_size / v.spatial_merge_size / v.patch_size));
   const double patches = static_cast<double>(layout.num_patches), hv = static_cast<double>(v.hidden_size);
@@ -65,7 +59,39 @@ double qwen2_5_vl_training_flops(const Qwen2_5_VLConfig& config, const std::vect
   }
   const double merged_dim = hv * static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
   const double merged = patches / static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
-  macs += merged * (merged_dim * merged_dim + merged_dim * static_cast<double>(v.out_hidden_size));
+  return macs + merged * (merged_dim * merged_dim + merged_dim * static_cast<double>(v.out_hidden_size));
+}
+
+// The same for the Qwen2-VL tower: every block attends within whole frames; fc1/fc2 MLP.
+double qwen2_vl_vision_macs(const Qwen2VLVisionConfig& v, const std::vector<std::array<int64_t, 3>>& grid) {
+  const auto layout = qwen2_5_vision_layout(grid, v.spatial_merge_size, 1);
+  const double patches = static_cast<double>(layout.num_patches), e = static_cast<double>(v.embed_dim);
+  const double patch_dim = static_cast<double>(v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size);
+  const double block_macs_per_patch = 4 * e * e + 2 * e * static_cast<double>(v.mlp_hidden());
+  const double attention = 2 * e * squares(lengths_of(layout.cu_seqlens));
+  const double merged_dim = e * static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  const double merged = patches / static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  return patches * patch_dim * e + static_cast<double>(v.depth) * (patches * block_macs_per_patch + attention) +
+         merged * (merged_dim * merged_dim + merged_dim * static_cast<double>(v.hidden_size));
+}
+
+}  // namespace
+
+double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int64_t>& text_segments,
+                              int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images) {
+  const auto& t = config.text;
+  const double flops = decoder_training_flops({t.num_hidden_layers, t.hidden_size, t.intermediate_size,
+                                               t.num_attention_heads, t.num_key_value_heads, t.vocab_size},
+                                              text_segments, logit_tokens);
+  if (images.empty()) return flops;
+  std::vector<std::array<int64_t, 3>> grid;
+  for (const auto& g : images) grid.push_back({g.at(0), g.at(1), g.at(2)});
+  const double macs = std::visit(
+      [&](const auto& v) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Qwen2VLVisionConfig>) return qwen2_vl_vision_macs(v, grid);
+        else return qwen2_5_vl_vision_macs(v, grid);
+      },
+      config.vision);
   return flops + kFlopsPerTrainedMac * macs;
 }
 

@@ -11,7 +11,7 @@
 
 namespace mm {
 
-struct Qwen2_5_VLConfig;
+struct QwenVLConfig;
 struct WanTransformerConfig;
 
 // A decoder-only transformer (Qwen2): `segments` are the lengths of the causal sequences of the
@@ -21,11 +21,11 @@ struct DecoderShape {
 };
 double decoder_training_flops(const DecoderShape& shape, const std::vector<int64_t>& segments, int64_t logit_tokens);
 
-// Qwen2.5-VL: the decoder over `text_segments` plus the vision tower over `images` (t, h, w in
-// patches), whose attention runs over windows in most blocks and over whole frames in the
-// fullatt_block_indexes blocks.
-double qwen2_5_vl_training_flops(const Qwen2_5_VLConfig& config, const std::vector<int64_t>& text_segments,
-                                 int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images);
+// Qwen-VL: the decoder over `text_segments` plus the vision tower over `images` (t, h, w in
+// patches). Qwen2.5-VL's tower attends within windows in most blocks and within whole frames in
+// the fullatt_block_indexes blocks; Qwen2-VL's within whole frames in every block.
+double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int64_t>& text_segments,
+                              int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images);
 
 // The Wan DiT on `samples` latent videos of `tokens` patches each, with `text_tokens` prompt tokens.
 double wan_dit_training_flops(const WanTransformerConfig& config, int64_t samples, int64_t tokens, int64_t text_tokens);

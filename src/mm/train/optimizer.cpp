@@ -18,8 +18,18 @@ bool is_no_decay_parameter(const std::string& name) {
   return std::regex_search(lower, pattern);
 }
 
-AdamW::AdamW(NamedParams trainable, AdamWConfig config)
-    : params_(std::move(trainable)), config_(config) {
+std::set<std::string> layer_norm_parameter_names(const torch::nn::Module& module) {
+  std::set<std::string> names;
+  for (const auto& item : module.named_modules("", /*include_self=*/true)) {
+    if (!dynamic_cast<const torch::nn::LayerNormImpl*>(item.value().get())) continue;
+    for (const auto& p : item.value()->named_parameters(/*recurse=*/false))
+      names.insert(item.key().empty() ? p.key() : item.key() + "." + p.key());
+  }
+  return names;
+}
+
+AdamW::AdamW(NamedParams trainable, AdamWConfig config, std::set<std::string> no_decay_names)
+    : params_(std::move(trainable)), no_decay_names_(std::move(no_decay_names)), config_(config) {
   MM_CHECK(config_.lr >= 0, "AdamW: lr must be >= 0, got ", config_.lr);
   MM_CHECK(config_.beta1 >= 0 && config_.beta1 < 1, "AdamW: beta1 must be in [0, 1), got ",
            config_.beta1);
@@ -34,12 +44,12 @@ AdamW::AdamW(NamedParams trainable, AdamWConfig config)
     MM_CHECK(at::isFloatingType(p.scalar_type()), "AdamW: parameter ", name,
              " is not floating point (", p.scalar_type(), ")");
     MM_CHECK(seen[name]++ == 0, "AdamW: parameter ", name, " is listed twice");
-    no_decay_.push_back(is_no_decay_parameter(name));
+    no_decay_.push_back(is_no_decay_parameter(name) || no_decay_names_.count(name) > 0);
   }
 }
 
 double AdamW::weight_decay_of(const std::string& name) const {
-  return is_no_decay_parameter(name) ? 0.0 : config_.weight_decay;
+  return is_no_decay_parameter(name) || no_decay_names_.count(name) > 0 ? 0.0 : config_.weight_decay;
 }
 
 AdamW::State& AdamW::state_for(size_t i) {

@@ -7,9 +7,14 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace torch::nn {
+class Module;
+}
 
 namespace mm {
 
@@ -25,14 +30,20 @@ using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
 
 // transformers 5.17 Trainer.get_decay_parameter_names by name: no decay when the lower-cased
 // name contains "bias", "layernorm" or "rmsnorm", or a "norm" / "*_norm" path component
-// ("model.norm.weight", "q_norm.weight"). Its extra rule (anything inside an nn.LayerNorm) has
-// no module type to look at here; our models name their LayerNorms so the patterns catch them.
+// ("model.norm.weight", "q_norm.weight").
 bool is_no_decay_parameter(const std::string& name);
+
+// Its other rule, by module type: the parameters of every torch::nn::LayerNorm in `module` (by
+// their names in module.named_parameters()) get no decay either, whatever they are called
+// (Qwen2-VL's "visual.blocks.0.norm1.weight", "visual.merger.ln_q.weight").
+std::set<std::string> layer_norm_parameter_names(const torch::nn::Module& module);
 
 class AdamW {
  public:
-  // `trainable`: leaf tensors (any device, floating dtype) updated in place by step().
-  AdamW(NamedParams trainable, AdamWConfig config);
+  // `trainable`: leaf tensors (any device, floating dtype) updated in place by step(). No decay
+  // for the names is_no_decay_parameter picks and for `no_decay_names` (layer_norm_parameter_names
+  // of the model, for the Trainer's split).
+  AdamW(NamedParams trainable, AdamWConfig config, std::set<std::string> no_decay_names = {});
 
   // One update with learning rate `lr` from the current .grad() of each parameter. A parameter
   // whose grad is undefined is skipped (no state change), as torch does.
@@ -62,6 +73,7 @@ class AdamW {
   State& state_for(size_t i);
 
   NamedParams params_;
+  std::set<std::string> no_decay_names_;
   std::vector<bool> no_decay_;
   AdamWConfig config_;
   std::map<size_t, State> state_;

@@ -113,7 +113,7 @@ void Trainer::setup_model() {
   task_->set_block_runner(parallel_->block_runner(recompute));
   named_params_ = parallel_->optimizer_parameters();
   for (auto& [_, p] : named_params_) params_.push_back(p);
-  optimizer_ = std::make_unique<AdamW>(named_params_, adamw_config(settings_.optim));
+  optimizer_ = std::make_unique<AdamW>(named_params_, adamw_config(settings_.optim), layer_norm_parameter_names(module));
   if (settings_.ema_decay > 0)
     for (const auto& [name, p] : named_params_) ema_.emplace_back("ema." + name, p.detach().to(at::kFloat).clone());
 }

@@ -16,7 +16,7 @@
 #include "mm/nn/linear.h"
 #include "mm/nn/norms.h"
 #include "mm/nn/rotary.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen2/qwen2_text_config.h"
 
 #include <vector>
 

@@ -17,11 +17,11 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
 
-#include "mm/nn/block_runner.h"
 #include "mm/nn/gated_mlp.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/norms.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/nn/vision_tower.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_config.h"
 
 namespace mm {
 
@@ -85,7 +85,7 @@ class Qwen2_5_VLPatchMergerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Qwen2_5_VLPatchMerger);
 
-class Qwen2_5_VisionTransformerImpl : public torch::nn::Module {
+class Qwen2_5_VisionTransformerImpl : public VisionTowerImpl {
  public:
   explicit Qwen2_5_VisionTransformerImpl(const Qwen2_5_VLVisionConfig& config);
 
@@ -96,16 +96,13 @@ class Qwen2_5_VisionTransformerImpl : public torch::nn::Module {
   //               processor's order (the order of the placeholder tokens in the text).
   // Throws mm::Error when grid_thw is malformed (shape, non-positive sizes, h or w not divisible
   // by spatial_merge_size) or does not account for exactly the rows of pixel_values.
-  torch::Tensor forward(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
+  torch::Tensor forward(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw) override;
 
   const Qwen2_5_VLVisionConfig& config() const { return config_; }
 
   Qwen2_5_VisionPatchEmbed patch_embed{nullptr};
-  torch::nn::ModuleList blocks{nullptr};  // of Qwen2_5_VLVisionBlock, config.depth of them
+  // blocks (VisionTowerImpl): Qwen2_5_VLVisionBlock, config.depth of them
   Qwen2_5_VLPatchMerger merger{nullptr};
-
-  // When set, every block runs through it (recomputation, sharding); else directly.
-  BlockRunner block_runner;
 
  private:
   Qwen2_5_VLVisionConfig config_;

@@ -17,8 +17,8 @@
 
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
 #include "mm/models/qwen2_vl/qwen2_vl_vision_config.h"
-#include "mm/nn/block_runner.h"
 #include "mm/nn/mlp.h"
+#include "mm/nn/vision_tower.h"
 
 namespace mm {
 
@@ -51,7 +51,7 @@ class Qwen2VLPatchMergerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Qwen2VLPatchMerger);
 
-class Qwen2VisionTransformerImpl : public torch::nn::Module {
+class Qwen2VisionTransformerImpl : public VisionTowerImpl {
  public:
   explicit Qwen2VisionTransformerImpl(const Qwen2VLVisionConfig& config);
 
@@ -60,16 +60,13 @@ class Qwen2VisionTransformerImpl : public torch::nn::Module {
   // returns:      [num_patches / spatial_merge_size^2, hidden_size], in the same order.
   // Throws mm::Error naming what is wrong with a malformed grid_thw or a row count it does not
   // account for.
-  torch::Tensor forward(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
+  torch::Tensor forward(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw) override;
 
   const Qwen2VLVisionConfig& config() const { return config_; }
 
   Qwen2_5_VisionPatchEmbed patch_embed{nullptr};
-  torch::nn::ModuleList blocks{nullptr};  // of Qwen2VLVisionBlock, config.depth of them
+  // blocks (VisionTowerImpl): Qwen2VLVisionBlock, config.depth of them
   Qwen2VLPatchMerger merger{nullptr};
-
-  // When set, every block runs through it (recomputation, sharding); else directly.
-  BlockRunner block_runner;
 
  private:
   Qwen2VLVisionConfig config_;

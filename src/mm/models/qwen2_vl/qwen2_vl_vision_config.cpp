@@ -57,4 +57,12 @@ void Qwen2VLVisionConfig::validate() const {
                        merged * merged + merged * static_cast<double>(hidden_size)}});
 }
 
+nlohmann::json Qwen2VLVisionConfig::to_json() const {
+  return {{"model_type", "qwen2_vl_vision"}, {"depth", depth}, {"embed_dim", embed_dim}, {"hidden_size", hidden_size},
+          {"hidden_act", hidden_act}, {"mlp_ratio", mlp_ratio}, {"num_heads", num_heads},
+          {"in_channels", in_channels}, {"patch_size", patch_size}, {"spatial_merge_size", spatial_merge_size},
+          {"temporal_patch_size", temporal_patch_size}, {"initializer_range", initializer_range},
+          {"rope_parameters", {{"rope_type", "axial"}, {"rope_theta", rope_theta}}}};
+}
+
 }  // namespace mm

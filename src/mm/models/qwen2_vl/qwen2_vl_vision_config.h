@@ -30,6 +30,7 @@ struct Qwen2VLVisionConfig {
   static Qwen2VLVisionConfig from_json(const nlohmann::json& vision_config, const std::string& file);
   // Sizes positive and consistent, and bounded by the machine's memory; errors name the key.
   void validate() const;
+  nlohmann::json to_json() const;  // the transformers 5 vision_config
 };
 
 }  // namespace mm

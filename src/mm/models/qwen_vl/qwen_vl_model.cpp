@@ -1,4 +1,4 @@
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 
 #include <torch/torch.h>
 
@@ -10,7 +10,9 @@
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
+#include "mm/models/qwen2_vl/qwen2_vl_vision.h"
+#include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/nn/weights.h"
 
 namespace mm {
@@ -34,7 +36,7 @@ void check_grid(const torch::Tensor& grid, const char* name) {
 // The config's decoder layer and ViT block counts against the checkpoint's, before the model is
 // built: a count in config.json beyond what the checkpoint holds fails here naming its key, not
 // after allocating the layers (fewer: load_weights names the unexpected tensors).
-void check_block_counts(const Qwen2_5_VLConfig& config, const Checkpoint& checkpoint, const std::filesystem::path& dir) {
+void check_block_counts(const QwenVLConfig& config, const Checkpoint& checkpoint, const std::filesystem::path& dir) {
   int64_t layers = 0, blocks = 0;
   const auto index_after = [](const std::string& name, const std::string& prefix) -> int64_t {
     if (name.rfind(prefix, 0) != 0) return -1;
@@ -45,32 +47,38 @@ void check_block_counts(const Qwen2_5_VLConfig& config, const Checkpoint& checkp
     }
   };
   for (const auto& name : checkpoint.names()) {
-    const auto module_name = qwen2_5_vl_module_name(name, false);
+    const auto module_name = qwen_vl_module_name(name, false);
     layers = std::max(layers, index_after(module_name, "model.layers.") + 1);
     blocks = std::max(blocks, index_after(module_name, "visual.blocks.") + 1);
   }
   const auto file = (dir / "config.json").string();
   MM_CHECK(layers == 0 || config.text.num_hidden_layers <= layers, file, ": text_config.num_hidden_layers is ",
            config.text.num_hidden_layers, ", but the checkpoint in ", dir.string(), " holds ", layers, " decoder layers");
-  MM_CHECK(blocks == 0 || config.vision.depth <= blocks, file, ": vision_config.depth is ", config.vision.depth,
+  MM_CHECK(blocks == 0 || config.vision_depth() <= blocks, file, ": vision_config.depth is ", config.vision_depth(),
            ", but the checkpoint in ", dir.string(), " holds ", blocks, " ViT blocks");
+}
+
+// The vision tower of the config's family.
+std::shared_ptr<VisionTowerImpl> make_vision_tower(const QwenVLVisionConfig& config) {
+  if (const auto* v = std::get_if<Qwen2VLVisionConfig>(&config)) return Qwen2VisionTransformer(*v).ptr();
+  return Qwen2_5_VisionTransformer(std::get<Qwen2_5_VLVisionConfig>(config)).ptr();
 }
 
 }  // namespace
 
-Qwen2_5_VLForConditionalGenerationImpl::Qwen2_5_VLForConditionalGenerationImpl(const Qwen2_5_VLConfig& config)
+QwenVLForConditionalGenerationImpl::QwenVLForConditionalGenerationImpl(const QwenVLConfig& config)
     : config_(config) {
   config_.validate();
-  visual = register_module("visual", Qwen2_5_VisionTransformer(config.vision));
+  visual = register_module("visual", make_vision_tower(config.vision));
   model = register_module("model", Qwen2Model(config.text));
   if (!config.text.tie_word_embeddings)
     lm_head = register_module("lm_head", Linear(config.text.hidden_size, config.text.vocab_size, /*bias=*/false));
 }
 
-Qwen2_5_VLForConditionalGeneration Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(
+QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrained(
     const std::filesystem::path& dir, torch::Dtype dtype) {
   MM_CHECK(std::filesystem::is_directory(dir), "from_pretrained: ", dir.string(), " is not a directory");
-  auto config = Qwen2_5_VLConfig::from_file(dir / "config.json");
+  auto config = QwenVLConfig::from_file(dir / "config.json");
   const auto generation_json = dir / "generation_config.json";
   if (std::filesystem::exists(generation_json)) {
     const auto json = read_json_file(generation_json);
@@ -88,16 +96,16 @@ Qwen2_5_VLForConditionalGeneration Qwen2_5_VLForConditionalGenerationImpl::from_
   const bool tied = config.text.tie_word_embeddings;
   const auto checkpoint = Checkpoint::open(dir);
   check_block_counts(config, checkpoint, dir);
-  Qwen2_5_VLForConditionalGeneration result(config);
+  QwenVLForConditionalGeneration result(config);
   result->to(dtype);
   WeightLoadOptions options;
-  options.checkpoint_to_module = [tied](const std::string& name) { return qwen2_5_vl_module_name(name, tied); };
+  options.checkpoint_to_module = [tied](const std::string& name) { return qwen_vl_module_name(name, tied); };
   load_weights(*result, checkpoint, options);
   result->eval();
   return result;
 }
 
-torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,
+torch::Tensor QwenVLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,
                                                                     const torch::Tensor& grid_thw) {
   const auto& weight = model->embed_tokens->weight;
   auto params = visual->parameters();
@@ -107,7 +115,7 @@ torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::image_features(const torch
   return visual->forward(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
 }
 
-torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::embed_inputs(const Qwen2_5_VLInputs& inputs) {
+torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInputs& inputs) {
   MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2,
            "input_ids must be [batch, seq], got ", inputs.input_ids.defined() ? c10::str(inputs.input_ids.sizes()) : "none");
   auto ids = inputs.input_ids.to(model->embed_tokens->weight.device());
@@ -122,7 +130,7 @@ torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::embed_inputs(const Qwen2_5
       return;
     }
     check_grid(grid, grid_name);
-    const auto counts = merged_token_counts(grid, config_.vision.spatial_merge_size);
+    const auto counts = merged_token_counts(grid, config_.spatial_merge_size());
     const int64_t n_features = std::accumulate(counts.begin(), counts.end(), int64_t{0});
     MM_CHECK(n_features == n_tokens, what, " features and ", what, " tokens do not match: input_ids has ", n_tokens,
              " ", what, " placeholder tokens (id ", token_id, ") but ", grid_name, " gives ", n_features, " ", what,
@@ -138,7 +146,7 @@ torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::embed_inputs(const Qwen2_5
   return embeds;
 }
 
-RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VLInputs& inputs) {
+RopeIndex qwen_vl_rope_index(const QwenVLConfig& config, const QwenVLInputs& inputs) {
   MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2, "get_rope_index: input_ids must be [batch, seq]");
   auto ids = inputs.input_ids.to(torch::kCPU).to(torch::kInt64).contiguous();
   const int64_t batch = ids.size(0), seq = ids.size(1);
@@ -148,7 +156,7 @@ RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VL
              " must match input_ids ", ids.sizes());
     keep = inputs.attention_mask.to(torch::kCPU).to(torch::kBool).contiguous();
   }
-  const int64_t merge = config.vision.spatial_merge_size;
+  const int64_t merge = config.spatial_merge_size();
   auto grid_rows = [](const torch::Tensor& grid, const char* name) {
     std::vector<std::array<int64_t, 3>> rows;
     if (!grid.defined()) return rows;
@@ -204,10 +212,8 @@ RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VL
         MM_CHECK(int64_t(end - start) == t * lh * lw, what, " placeholder run at column ", cols[start], " of row ", b,
                  " has ", end - start, " tokens but ", what, "_grid_thw row ", next, " (", t, ", ", h, ", ", w,
                  ") needs ", t * lh * lw);
-        // The reference truncates seconds-per-grid to an integer before scaling.
         const int64_t interval =
-            video ? config.vision.tokens_per_second *
-                        static_cast<int64_t>(inputs.second_per_grid_ts.empty() ? 1.0 : inputs.second_per_grid_ts[next])
+            video ? config.video_temporal_step(inputs.second_per_grid_ts.empty() ? 1.0 : inputs.second_per_grid_ts[next])
                   : 1;
         size_t i = start;
         for (int64_t ti = 0; ti < t; ++ti)
@@ -227,22 +233,22 @@ RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VL
   return {position_ids, deltas};
 }
 
-RopeIndex Qwen2_5_VLForConditionalGenerationImpl::get_rope_index(const Qwen2_5_VLInputs& inputs) const {
-  return qwen2_5_vl_rope_index(config_, inputs);
+RopeIndex QwenVLForConditionalGenerationImpl::get_rope_index(const QwenVLInputs& inputs) const {
+  return qwen_vl_rope_index(config_, inputs);
 }
 
-torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::decode(const torch::Tensor& inputs_embeds,
+torch::Tensor QwenVLForConditionalGenerationImpl::decode(const torch::Tensor& inputs_embeds,
                                                             const torch::Tensor& position_ids,
                                                             const torch::Tensor& padding_mask, KVCache* cache,
                                                             const std::vector<int64_t>& cu_seqlens) {
   return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
 }
 
-torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::lm_logits(const torch::Tensor& hidden) {
+torch::Tensor QwenVLForConditionalGenerationImpl::lm_logits(const torch::Tensor& hidden) {
   return lm_head ? lm_head(hidden) : torch::nn::functional::linear(hidden, model->embed_tokens->weight);
 }
 
-torch::Tensor Qwen2_5_VLForConditionalGenerationImpl::forward(const Qwen2_5_VLInputs& inputs) {
+torch::Tensor QwenVLForConditionalGenerationImpl::forward(const QwenVLInputs& inputs) {
   auto embeds = embed_inputs(inputs);
   auto rope = get_rope_index(inputs);
   return lm_logits(decode(embeds, rope.position_ids, inputs.attention_mask));

@@ -1,24 +1,24 @@
-// Qwen2.5-VL training checkpoints and Hugging Face directories, both ways: the registry's
+// Qwen-VL (Qwen2-VL, Qwen2.5-VL) training checkpoints and Hugging Face directories, both ways: the registry's
 // export_checkpoint and as_training_checkpoint for the family.
 #pragma once
 #include <filesystem>
 
 #include "mm/checkpoint/checkpoint_io.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 
 namespace mm {
 
 // The model of a checkpoint as trained: its config.json, LoRA adapters re-attached when the run
 // used them, every weight loaded (strictly, by name and shape).
-Qwen2_5_VLForConditionalGeneration load_checkpoint_model(const std::filesystem::path& checkpoint_dir);
+QwenVLForConditionalGeneration load_checkpoint_model(const std::filesystem::path& checkpoint_dir);
 
 // Writes the checkpoint's model as a Hugging Face directory into `out` (weights with LoRA
 // merged, config, tokenizer and processor files).
-void export_qwen2_5_vl_checkpoint(const std::filesystem::path& checkpoint_dir, const std::filesystem::path& out);
+void export_qwen_vl_checkpoint(const std::filesystem::path& checkpoint_dir, const std::filesystem::path& out);
 
-// A Hugging Face Qwen2.5-VL directory as a training checkpoint at step 0: its weights under the
+// A Hugging Face Qwen-VL directory as a training checkpoint at step 0: its weights under the
 // trainer's names (through the model), fresh generators, the start of the data, no LoRA; its
 // config, tokenizer and processor files to carry.
-WholeTrainingCheckpoint qwen2_5_vl_as_training_checkpoint(const std::filesystem::path& model_dir);
+WholeTrainingCheckpoint qwen_vl_as_training_checkpoint(const std::filesystem::path& model_dir);
 
 }  // namespace mm

@@ -1,4 +1,4 @@
-#include "mm/tasks/qwen2_5_vl_checkpoint.h"
+#include "mm/tasks/qwen_vl_checkpoint.h"
 
 #include <torch/torch.h>
 
@@ -6,7 +6,7 @@
 #include "mm/core/json_config.h"
 #include "mm/core/rng.h"
 #include "mm/data/sampler.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
+#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 #include "mm/nn/lora.h"
 #include "mm/nn/weights.h"
 
@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 namespace mm {
 
-Qwen2_5_VLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
+QwenVLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
   const auto loaded = load_whole_training_checkpoint(dir);
-  Qwen2_5_VLForConditionalGeneration model(Qwen2_5_VLConfig::from_file(dir / "config.json"));
+  QwenVLForConditionalGeneration model(QwenVLConfig::from_file(dir / "config.json"));
   const auto& lora = loaded.state.contains("lora") ? loaded.state["lora"] : nlohmann::json();
   if (!lora.is_null()) {
     const JsonView view(lora, (dir / "trainer_state.json").string(), "lora.");
@@ -33,13 +33,13 @@ Qwen2_5_VLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
   return model;
 }
 
-void export_qwen2_5_vl_checkpoint(const fs::path& checkpoint_dir, const fs::path& out) {
+void export_qwen_vl_checkpoint(const fs::path& checkpoint_dir, const fs::path& out) {
   auto model = load_checkpoint_model(checkpoint_dir);
   export_hf(model, checkpoint_dir, out);
 }
 
-WholeTrainingCheckpoint qwen2_5_vl_as_training_checkpoint(const fs::path& model_dir) {
-  auto model = Qwen2_5_VLForConditionalGenerationImpl::from_pretrained(model_dir, torch::kFloat32);
+WholeTrainingCheckpoint qwen_vl_as_training_checkpoint(const fs::path& model_dir) {
+  auto model = QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, torch::kFloat32);
   WholeTrainingCheckpoint whole;
   whole.dir = model_dir;
   whole.model = named_weights(*model);

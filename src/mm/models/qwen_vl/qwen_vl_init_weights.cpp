@@ -1,4 +1,4 @@
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_init_weights.h"
+#include "mm/models/qwen_vl/qwen_vl_init_weights.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -8,7 +8,7 @@
 
 namespace mm {
 
-void init_weights(Qwen2_5_VLForConditionalGeneration& model, uint64_t seed) {
+void init_weights(QwenVLForConditionalGeneration& model, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   torch::NoGradGuard no_grad;
   auto fill = [&](torch::Tensor& target, double std) {
@@ -19,7 +19,7 @@ void init_weights(Qwen2_5_VLForConditionalGeneration& model, uint64_t seed) {
   const auto& config = model->config();
   for (const auto& item : model->named_modules("", /*include_self=*/false)) {
     const std::string& name = item.key();
-    const double std = name.rfind("visual.", 0) == 0 ? config.vision.initializer_range : config.text.initializer_range;
+    const double std = name.rfind("visual.", 0) == 0 ? config.vision_initializer_range() : config.text.initializer_range;
     torch::nn::Module* module = item.value().get();
     if (auto* linear = dynamic_cast<LinearImpl*>(module)) {
       fill(linear->weight, std);
@@ -31,6 +31,9 @@ void init_weights(Qwen2_5_VLForConditionalGeneration& model, uint64_t seed) {
       fill(embedding->weight, std);
     } else if (auto* norm = dynamic_cast<RMSNormImpl*>(module)) {
       norm->weight.fill_(1.0);
+    } else if (auto* layer_norm = dynamic_cast<torch::nn::LayerNormImpl*>(module)) {
+      layer_norm->weight.fill_(1.0);
+      layer_norm->bias.zero_();
     }
   }
 }

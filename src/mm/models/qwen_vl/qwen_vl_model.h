@@ -1,7 +1,9 @@
-// Qwen2.5-VL for conditional generation (HF: Qwen2_5_VLForConditionalGeneration): the vision
-// encoder, whose merged patch features replace the image/video placeholder tokens, the Qwen2
-// decoder with M-RoPE positions from get_rope_index, and the lm_head (tied to the token embedding
-// when the config says so). The pieces are separate methods so training can use them directly.
+// A Qwen-VL model for conditional generation (HF: Qwen2VLForConditionalGeneration and
+// Qwen2_5_VLForConditionalGeneration, which differ only in the vision tower and the video
+// positions): the vision tower of the config's family, whose merged patch features replace the
+// image/video placeholder tokens, the Qwen2 decoder with M-RoPE positions from get_rope_index, and
+// the lm_head (tied to the token embedding when the config says so). The pieces are separate
+// methods so training can use them directly.
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -10,16 +12,16 @@
 #include <vector>
 
 #include "mm/nn/linear.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_config.h"
+#include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/qwen2/qwen2_decoder.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
+#include "mm/nn/vision_tower.h"
 
 namespace mm {
 
 class KVCache;
 
-// One batch of model inputs, as the Qwen2.5-VL processor produces them.
-struct Qwen2_5_VLInputs {
+// One batch of model inputs, as the Qwen2-VL / Qwen2.5-VL processors produce them.
+struct QwenVLInputs {
   torch::Tensor input_ids;            // [batch, seq] int64, placeholders already expanded
   torch::Tensor attention_mask;       // [batch, seq] 1 = token, 0 = (left) padding; undefined = none
   torch::Tensor pixel_values;         // [image patches, C * T * P * P], all images in text order
@@ -37,37 +39,37 @@ struct RopeIndex {
 
 // Positions as the reference's get_rope_index: text runs count up by one; a vision run of
 // t x h x w merged tokens gets (start + t * interval, start + row, start + col), with interval =
-// tokens_per_second * int(second_per_grid_ts) for videos and 1 for images, and the text after it
+// config.video_temporal_step(second_per_grid_ts) for videos and 1 for images, and the text after it
 // resumes at start + max(h, w). Padding (attention_mask 0) is skipped and left at 0. Needs only
 // the config, so data pipelines compute positions without a model.
-RopeIndex qwen2_5_vl_rope_index(const Qwen2_5_VLConfig& config, const Qwen2_5_VLInputs& inputs);
+RopeIndex qwen_vl_rope_index(const QwenVLConfig& config, const QwenVLInputs& inputs);
 
-class Qwen2_5_VLForConditionalGeneration;
+class QwenVLForConditionalGeneration;
 
-class Qwen2_5_VLForConditionalGenerationImpl : public torch::nn::Module {
+class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
  public:
-  explicit Qwen2_5_VLForConditionalGenerationImpl(const Qwen2_5_VLConfig& config);
+  explicit QwenVLForConditionalGenerationImpl(const QwenVLConfig& config);
 
   // Reads dir/config.json (and eos ids from dir/generation_config.json) and the weights from
   // model.safetensors or a sharded index, by HF name, converted to `dtype`. Both checkpoint
   // layouts load: the published one (visual.*, model.layers.*, model.embed_tokens.*, model.norm.*,
   // lm_head.*; also what transformers 5 save_pretrained writes) and the module-tree one
   // (model.visual.*, model.language_model.*). With tied embeddings lm_head.weight may be absent.
-  static Qwen2_5_VLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
+  static QwenVLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
                                                            torch::Dtype dtype = torch::kFloat32);
 
   // Full forward: logits [batch, seq, vocab].
-  torch::Tensor forward(const Qwen2_5_VLInputs& inputs);
+  torch::Tensor forward(const QwenVLInputs& inputs);
 
   // Token embeddings with the vision features written over the placeholder tokens:
   // [batch, seq, hidden]. Throws if the placeholder count differs from the feature count.
-  torch::Tensor embed_inputs(const Qwen2_5_VLInputs& inputs);
+  torch::Tensor embed_inputs(const QwenVLInputs& inputs);
 
   // Vision features of all images (or videos): [sum(t * h * w) / merge^2, hidden].
   torch::Tensor image_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
 
-  // qwen2_5_vl_rope_index with this model's config.
-  RopeIndex get_rope_index(const Qwen2_5_VLInputs& inputs) const;
+  // qwen_vl_rope_index with this model's config.
+  RopeIndex get_rope_index(const QwenVLInputs& inputs) const;
 
   // The decoder over prepared embeddings: inputs_embeds [batch, seq, hidden], position_ids
   // [3, batch, seq], padding_mask [batch, cached + seq] or undefined; returns hidden states
@@ -83,15 +85,15 @@ class Qwen2_5_VLForConditionalGenerationImpl : public torch::nn::Module {
 
   // config().eos_token_ids holds generation_config.json's eos_token_id when from_pretrained found
   // one (as the reference's generation_config does), else config.json's.
-  const Qwen2_5_VLConfig& config() const { return config_; }
+  const QwenVLConfig& config() const { return config_; }
 
-  Qwen2_5_VisionTransformer visual{nullptr};
+  std::shared_ptr<VisionTowerImpl> visual;  // of the config's family
   Qwen2Model model{nullptr};           // HF "model." prefix (the language model)
   Linear lm_head{nullptr};              // null when tie_word_embeddings
 
  private:
-  Qwen2_5_VLConfig config_;
+  QwenVLConfig config_;
 };
-TORCH_MODULE(Qwen2_5_VLForConditionalGeneration);
+TORCH_MODULE(QwenVLForConditionalGeneration);
 
 }  // namespace mm

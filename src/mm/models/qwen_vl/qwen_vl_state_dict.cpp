@@ -1,4 +1,4 @@
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
+#include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 
 #include <string_view>
 
@@ -18,14 +18,14 @@ std::string replaced(std::string_view name, std::string_view prefix, std::string
 
 }  // namespace
 
-std::string qwen2_5_vl_module_name(const std::string& name, bool tied_embeddings) {
+std::string qwen_vl_module_name(const std::string& name, bool tied_embeddings) {
   if (starts(name, kHfLanguage)) return replaced(name, kHfLanguage, kLanguage);
   if (starts(name, kHfVision)) return replaced(name, kHfVision, kVision);
   if (tied_embeddings && name == "lm_head.weight") return "";
   return name;
 }
 
-std::string qwen2_5_vl_hf_name(const std::string& name) {
+std::string qwen_vl_hf_name(const std::string& name) {
   if (starts(name, kVision)) return replaced(name, kVision, kHfVision);
   if (starts(name, kLanguage)) return replaced(name, kLanguage, kHfLanguage);
   return name;

@@ -1,4 +1,4 @@
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_hf_export.h"
+#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 
 #include <torch/torch.h>
 
@@ -8,7 +8,7 @@
 #include "mm/core/json_config.h"
 #include "mm/core/output_dir.h"
 #include "mm/core/safetensors.h"
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_state_dict.h"
+#include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/weights.h"
 
@@ -28,7 +28,7 @@ std::string torch_dtype_name(c10::ScalarType dtype) {
 }
 
 // The weights as transformers stores them (its names): adapters folded in, their own tensors dropped.
-std::vector<std::pair<std::string, torch::Tensor>> export_tensors(Qwen2_5_VLForConditionalGenerationImpl& model) {
+std::vector<std::pair<std::string, torch::Tensor>> export_tensors(QwenVLForConditionalGenerationImpl& model) {
   std::map<std::string, const LinearImpl*> adapted;  // "<linear>.weight" -> layer with an adapter
   for (const auto& item : model.named_modules("", /*include_self=*/false))
     if (const auto* linear = dynamic_cast<const LinearImpl*>(item.value().get()); linear && linear->has_lora())
@@ -37,7 +37,7 @@ std::vector<std::pair<std::string, torch::Tensor>> export_tensors(Qwen2_5_VLForC
   for (auto& [name, tensor] : named_weights(model)) {
     if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) continue;
     const auto it = adapted.find(name);
-    out.emplace_back(qwen2_5_vl_hf_name(name), (it == adapted.end() ? tensor : it->second->merged_weight()).detach().to(torch::kCPU));
+    out.emplace_back(qwen_vl_hf_name(name), (it == adapted.end() ? tensor : it->second->merged_weight()).detach().to(torch::kCPU));
   }
   return out;
 }
@@ -52,7 +52,7 @@ void overlay(nlohmann::json& base, const nlohmann::json& top) {
   }
 }
 
-void write_export(Qwen2_5_VLForConditionalGenerationImpl& model, const fs::path& assets_dir, const fs::path& dir) {
+void write_export(QwenVLForConditionalGenerationImpl& model, const fs::path& assets_dir, const fs::path& dir) {
   auto tensors = export_tensors(model);
   MM_CHECK(!tensors.empty(), "export_hf: the model has no weights");
   // The model directory's own config.json is the truth: every key it holds is written back as it
@@ -85,7 +85,7 @@ std::vector<fs::path> hf_asset_files(const fs::path& dir) {
   return out;
 }
 
-void export_hf(Qwen2_5_VLForConditionalGeneration& model, const fs::path& assets_dir, const fs::path& out_dir) {
+void export_hf(QwenVLForConditionalGeneration& model, const fs::path& assets_dir, const fs::path& out_dir) {
   MM_CHECK(fs::is_directory(assets_dir), "export_hf: assets directory ", assets_dir.string(), " is not a directory");
   write_directory_atomically(out_dir, "export_hf", [&](const fs::path& tmp) { write_export(*model, assets_dir, tmp); });
 }

@@ -1,4 +1,4 @@
-// Export of a Qwen2.5-VL model as a Hugging Face model directory that transformers'
+// Export of a Qwen-VL model (Qwen2-VL, Qwen2.5-VL) as a Hugging Face model directory that transformers'
 // from_pretrained (and mmtrain's) loads: config.json, model.safetensors in the published layout
 // (visual.*, model.embed_tokens.*, model.layers.*, model.norm.*, lm_head.*), plus the
 // tokenizer/processor files of the model it was trained from.
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "mm/models/qwen2_5_vl/qwen2_5_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_model.h"
 
 namespace mm {
 
@@ -18,7 +18,7 @@ namespace mm {
 // Everything is written into a temporary sibling directory that is renamed to out_dir at the
 // end (replacing an existing out_dir), so out_dir is never half-written. Throws mm::Error naming
 // the path when assets_dir is not a directory or writing fails.
-void export_hf(Qwen2_5_VLForConditionalGeneration& model, const std::filesystem::path& assets_dir,
+void export_hf(QwenVLForConditionalGeneration& model, const std::filesystem::path& assets_dir,
                const std::filesystem::path& out_dir);
 
 // The files of a model directory besides its config and weights, those present in `dir`:

@@ -1,0 +1,109 @@
+#include "mm/models/qwen_vl/qwen_vl_config.h"
+
+#include "mm/core/error.h"
+
+namespace mm {
+namespace {
+
+std::vector<int64_t> ids_from(const nlohmann::json& j) {
+  if (j.is_number_integer()) return {j.get<int64_t>()};
+  if (j.is_array()) return j.get<std::vector<int64_t>>();
+  return {};
+}
+
+// Overloads for std::visit.
+template <class... F>
+struct overloaded : F... {
+  using F::operator()...;
+};
+
+}  // namespace
+
+std::string QwenVLConfig::model_type() const {
+  return std::holds_alternative<Qwen2VLVisionConfig>(vision) ? "qwen2_vl" : "qwen2_5_vl";
+}
+
+int64_t QwenVLConfig::spatial_merge_size() const {
+  return std::visit([](const auto& v) { return v.spatial_merge_size; }, vision);
+}
+
+int64_t QwenVLConfig::vision_depth() const {
+  return std::visit([](const auto& v) { return v.depth; }, vision);
+}
+
+double QwenVLConfig::vision_initializer_range() const {
+  return std::visit([](const auto& v) { return v.initializer_range; }, vision);
+}
+
+int64_t QwenVLConfig::video_temporal_step(double seconds_per_grid) const {
+  return std::visit(overloaded{[&](const Qwen2_5_VLVisionConfig& v) {
+                                 return v.tokens_per_second * static_cast<int64_t>(seconds_per_grid);
+                               },
+                               [](const Qwen2VLVisionConfig&) { return int64_t{1}; }},
+                    vision);
+}
+
+Qwen2_5_VLVisionConfig& QwenVLConfig::qwen2_5_vl_vision() {
+  MM_CHECK(std::holds_alternative<Qwen2_5_VLVisionConfig>(vision), "a ", model_type(),
+           " model has no Qwen2.5-VL vision config");
+  return std::get<Qwen2_5_VLVisionConfig>(vision);
+}
+
+const Qwen2_5_VLVisionConfig& QwenVLConfig::qwen2_5_vl_vision() const {
+  return const_cast<QwenVLConfig*>(this)->qwen2_5_vl_vision();
+}
+
+void QwenVLConfig::validate() const {
+  std::visit([](const auto& v) { v.validate(); }, vision);
+  text.validate();
+  const auto [key, width] = std::visit(
+      overloaded{[](const Qwen2_5_VLVisionConfig& v) { return std::pair{"out_hidden_size", v.out_hidden_size}; },
+                 [](const Qwen2VLVisionConfig& v) { return std::pair{"hidden_size", v.hidden_size}; }},
+      vision);
+  MM_CHECK(width == text.hidden_size, "config.json: vision_config.", key, " (", width,
+           ") must equal the language model's hidden_size (", text.hidden_size,
+           "): the vision features replace token embeddings");
+}
+
+QwenVLConfig QwenVLConfig::from_json(const nlohmann::json& json, const std::string& file) {
+  JsonView root(json, file);
+  const auto model_type = root.get<std::string>("model_type");
+  QwenVLConfig c;
+  const auto& vision_json = root.child("vision_config").raw();
+  if (model_type == "qwen2_5_vl") c.vision = Qwen2_5_VLVisionConfig::from_json(vision_json, file);
+  else if (model_type == "qwen2_vl") c.vision = Qwen2VLVisionConfig::from_json(vision_json, file);
+  else fail(file, ": model_type is '", model_type, "', expected one of 'qwen2_5_vl', 'qwen2_vl'");
+  c.text = Qwen2TextConfig::from_json(root);
+  c.image_token_id = root.get_or<int64_t>("image_token_id", c.image_token_id);
+  c.video_token_id = root.get_or<int64_t>("video_token_id", c.video_token_id);
+  c.vision_start_token_id = root.get_or<int64_t>("vision_start_token_id", c.vision_start_token_id);
+  c.vision_end_token_id = root.get_or<int64_t>("vision_end_token_id", c.vision_end_token_id);
+  const JsonView t = root.has("text_config") ? root.child("text_config") : root;
+  if (t.has("eos_token_id")) c.eos_token_ids = ids_from(t.raw()["eos_token_id"]);
+  else if (root.has("eos_token_id")) c.eos_token_ids = ids_from(root.raw()["eos_token_id"]);
+  c.validate();
+  return c;
+}
+
+QwenVLConfig QwenVLConfig::from_file(const std::filesystem::path& config_json) {
+  return from_json(read_json_file(config_json), config_json.string());
+}
+
+nlohmann::json QwenVLConfig::to_json() const {
+  const std::string type = model_type();
+  nlohmann::json text_json = text.to_json(type + "_text");
+  if (!eos_token_ids.empty()) text_json["eos_token_id"] = eos_token_ids;
+  const std::string architecture = type == "qwen2_vl" ? "Qwen2VLForConditionalGeneration"
+                                                      : "Qwen2_5_VLForConditionalGeneration";
+  return {{"model_type", type},
+          {"architectures", {architecture}},
+          {"vision_config", std::visit([](const auto& v) { return v.to_json(); }, vision)},
+          {"text_config", text_json},
+          {"image_token_id", image_token_id},
+          {"video_token_id", video_token_id},
+          {"vision_start_token_id", vision_start_token_id},
+          {"vision_end_token_id", vision_end_token_id},
+          {"tie_word_embeddings", text.tie_word_embeddings}};
+}
+
+}  // namespace mm

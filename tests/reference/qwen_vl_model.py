@@ -1,0 +1,252 @@
+"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL or Qwen2-VL) from transformers, their logits and
+greedy generations. Run by qwen2_5_vl_model.py and qwen2_vl_model.py: main(family, out).
+
+Writes into <out>:
+  A/          config A (GQA 4:2, untied lm_head) via save_pretrained (published weight names)
+  A_sharded/  the same weights, save_pretrained with a small max_shard_size (index + shards)
+  B/          config B (MQA 4:1, tied embeddings): module-tree weight names (model.language_model.*,
+              model.visual.*) and the flat published config.json layout; transformers reloads it
+              here and must reproduce the logits, so the layout is one the reference accepts
+  cases_A.safetensors, cases_B.safetensors: per case <case>.<field> tensors
+     input_ids, attention_mask, pixel_values, image_grid_thw, pixel_values_videos,
+     video_grid_thw, second_per_grid_ts (those that apply), position_ids [3,B,S] and
+     rope_deltas [B,1] from get_rope_index, logits [B,S,V] fp32, generated [B,32] (greedy),
+     min_margin (smallest top-1/top-2 logit gap along the greedy path)
+  cases_A.safetensors also holds stop.generated / stop.stop_id: greedy generation of the image
+  case with eos_token_id = the 11th greedy token (the reference stops after its first occurrence).
+  Qwen2-VL's video cases carry second_per_grid_ts too (its processor's siblings give them); the
+  reference model takes none, and its positions must not depend on them.
+"""
+import copy, json, os
+
+import torch
+from safetensors.torch import save_file
+from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
+                          Qwen2VLForConditionalGeneration)
+
+NEW_TOKENS = 32
+
+QWEN2_5_VL_CONFIGS = {
+    "A": dict(
+        vision=dict(depth=4, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
+                    window_size=56, fullatt_block_indexes=[1, 3], tokens_per_second=4, initializer_range=0.1),
+        text=dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
+                  rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3])),
+        tokens=dict(image_token_id=290, video_token_id=291, vision_start_token_id=292, vision_end_token_id=293),
+        tie=False, seed=1234),
+    "B": dict(
+        vision=dict(depth=3, hidden_size=48, intermediate_size=64, num_heads=3, out_hidden_size=96, patch_size=8,
+                    window_size=32, fullatt_block_indexes=[0], tokens_per_second=2, initializer_range=0.1),
+        text=dict(vocab_size=320, hidden_size=96, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+                  num_key_value_heads=1, rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1, eos_token_id=2,
+                  rope_parameters=dict(rope_type="default", rope_theta=1000000.0, mrope_section=[4, 4, 4])),
+        tokens=dict(image_token_id=310, video_token_id=311, vision_start_token_id=312, vision_end_token_id=313),
+        tie=True, seed=4321),
+}
+
+# Qwen2-VL: the same decoders; its vision tower (LayerNorm, fc1/fc2 MLP, no windows) has its own keys.
+QWEN2_VL_CONFIGS = {
+    "A": dict(QWEN2_5_VL_CONFIGS["A"],
+              vision=dict(depth=3, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, patch_size=14,
+                          initializer_range=0.1),
+              seed=2468),
+    "B": dict(QWEN2_5_VL_CONFIGS["B"],
+              vision=dict(depth=2, embed_dim=48, hidden_size=96, mlp_ratio=3, num_heads=3, patch_size=8,
+                          initializer_range=0.1),
+              seed=8642),
+}
+
+FAMILIES = {"qwen2_5_vl": (QWEN2_5_VL_CONFIGS, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration),
+            "qwen2_vl": (QWEN2_VL_CONFIGS, Qwen2VLConfig, Qwen2VLForConditionalGeneration)}
+
+
+def build(family, spec):
+    _, config_class, model_class = FAMILIES[family]
+    cfg = config_class(vision_config=spec["vision"], text_config=spec["text"],
+                       tie_word_embeddings=spec["tie"], **spec["tokens"])
+    torch.manual_seed(spec["seed"])
+    return model_class(cfg).eval()
+
+
+def make_cases(spec, gen):
+    """Token ids laid out as the processor does: <vs> + pad * n + <ve> around text."""
+    t = spec["tokens"]
+    v = spec["vision"]
+    row = 3 * 2 * v["patch_size"] ** 2
+    text = lambda n: torch.randint(3, 280, (n,), generator=gen).tolist()
+
+    def vision(kind, grid):
+        n = grid[0] * grid[1] * grid[2] // 4
+        pad = t["image_token_id"] if kind == "image" else t["video_token_id"]
+        return [t["vision_start_token_id"]] + [pad] * n + [t["vision_end_token_id"]]
+
+    def pixels(grids):
+        return torch.randn(sum(a * b * c for a, b, c in grids), row, generator=gen)
+
+    def case(pieces, images=(), videos=(), seconds=None):
+        ids = []
+        for p in pieces:
+            ids += p
+        c = {"input_ids": torch.tensor([ids])}
+        if images:
+            c["pixel_values"] = pixels(images)
+            c["image_grid_thw"] = torch.tensor(images)
+        if videos:
+            c["pixel_values_videos"] = pixels(videos)
+            c["video_grid_thw"] = torch.tensor(videos)
+            c["second_per_grid_ts"] = torch.tensor(seconds, dtype=torch.float64)
+        return c
+
+    img1, img2, img3 = (1, 6, 8), (1, 4, 4), (1, 8, 6)
+    vid1, vid2 = (3, 4, 6), (2, 6, 4)
+    cases = {
+        "text": case([[1] + text(23)]),
+        "image": case([[1] + text(5), vision("image", img1), text(7)], images=[img1]),
+        "two_images": case([[1] + text(3), vision("image", img2), text(2), vision("image", img3), text(5)],
+                           images=[img2, img3]),
+        "video": case([[1] + text(4), vision("video", vid1), text(6)], videos=[vid1], seconds=[2.0]),
+        # 1.5 s per grid: the reference truncates it to 1 before scaling by tokens_per_second.
+        "image_video": case([[1] + text(2), vision("image", img2), text(3), vision("video", vid2), text(4)],
+                            images=[img2], videos=[vid2], seconds=[1.5]),
+    }
+    # A left-padded batch: an image prompt and a (longer) video prompt.
+    a = [1] + text(4) + vision("image", img2) + text(3)
+    b = [1] + text(2) + vision("video", vid1) + text(5)
+    width = max(len(a), len(b))
+    ids = torch.zeros(2, width, dtype=torch.long)
+    mask = torch.zeros(2, width, dtype=torch.long)
+    for r, seq in enumerate((a, b)):
+        ids[r, width - len(seq):] = torch.tensor(seq)
+        mask[r, width - len(seq):] = 1
+    cases["batch"] = {"input_ids": ids, "attention_mask": mask, "pixel_values": pixels([img2]),
+                      "image_grid_thw": torch.tensor([img2]), "pixel_values_videos": pixels([vid1]),
+                      "video_grid_thw": torch.tensor([vid1]),
+                      "second_per_grid_ts": torch.tensor([2.0], dtype=torch.float64)}
+    return cases
+
+
+def model_kwargs(family, spec, c):
+    kw = {k: v for k, v in c.items() if k != "second_per_grid_ts"}
+    kw.setdefault("attention_mask", torch.ones_like(c["input_ids"]))
+    if "second_per_grid_ts" in c and family == "qwen2_5_vl":
+        kw["second_per_grid_ts"] = c["second_per_grid_ts"].float()
+    t = spec["tokens"]
+    ids = c["input_ids"]
+    kw["mm_token_type_ids"] = ((ids == t["image_token_id"]).int() + 2 * (ids == t["video_token_id"]).int())
+    return kw
+
+
+def greedy(model, kw, eos=None):
+    gc = copy.deepcopy(model.generation_config)
+    gc.eos_token_id = eos
+    gc.pad_token_id = 0
+    gc.do_sample = False
+    gc.max_new_tokens = NEW_TOKENS
+    gc.output_logits = True
+    gc.return_dict_in_generate = True
+    model.model.rope_deltas = None
+    res = model.generate(**kw, generation_config=gc)
+    new = res.sequences[:, kw["input_ids"].shape[1]:]
+    margins = [torch.topk(l.float(), 2, dim=-1).values for l in res.logits]
+    margin = min(float((m[:, 0] - m[:, 1]).min()) for m in margins)
+    return new, margin
+
+
+def record(family, name, spec, model):
+    gen = torch.Generator().manual_seed(spec["seed"] + 1)
+    golden = {}
+    for case, c in make_cases(spec, gen).items():
+        kw = model_kwargs(family, spec, c)
+        with torch.no_grad():
+            model.model.rope_deltas = None
+            # The positions generate uses: get_rope_index over the real tokens (what our forward does too).
+            pos = model._prepare_position_ids_for_generation(kw["input_ids"], dict(kw))
+            deltas = model.model.rope_deltas
+            logits = model(**kw, position_ids=pos, use_cache=False).logits
+            if "attention_mask" not in c:
+                # Without padding the plain forward (positions computed inside) must agree.
+                model.model.rope_deltas = None
+                plain = model(**kw, use_cache=False).logits
+                assert torch.equal(plain, logits), case
+            new, margin = greedy(model, kw)
+        assert new.shape[1] == NEW_TOKENS
+        for k, v in c.items():
+            golden[f"{case}.{k}"] = v
+        golden[f"{case}.position_ids"] = pos[1:].contiguous()
+        golden[f"{case}.rope_deltas"] = deltas
+        golden[f"{case}.logits"] = logits.float()
+        golden[f"{case}.generated"] = new
+        golden[f"{case}.min_margin"] = torch.tensor(margin)
+        print(f"{name}/{case}: seq {c['input_ids'].shape[1]}, min top-2 margin {margin:.4g}")
+        if name == "A" and case == "image":
+            stop_id = int(new[0, 10])
+            with torch.no_grad():
+                stopped, _ = greedy(model, kw, eos=stop_id)
+            golden["stop.generated"] = stopped
+            golden["stop.stop_id"] = torch.tensor(stop_id)
+    return golden
+
+
+def flat_published_config(model):
+    """config.json as the published Qwen-VL checkpoints have it: text fields at the top level."""
+    c = model.config.to_dict()
+    text = c.pop("text_config")
+    flat = {k: v for k, v in c.items() if k != "rope_parameters"}
+    for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "hidden_act", "max_position_embeddings", "rms_norm_eps", "bos_token_id",
+              "eos_token_id", "use_sliding_window", "sliding_window", "max_window_layers", "attention_dropout"):
+        flat[k] = text[k]
+    rope = text["rope_parameters"]
+    flat["rope_theta"] = rope["rope_theta"]
+    flat["rope_scaling"] = {"type": "mrope", "mrope_section": rope["mrope_section"]}
+    return flat
+
+
+def main(family, out):
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)
+    configs, _, model_class = FAMILIES[family]
+    for name, spec in configs.items():
+        model = build(family, spec)
+        golden = record(family, name, spec, model)
+        used = {int(t) for k, v in golden.items() if k.endswith(".generated") for t in v.flatten()}
+        eos = next(t for t in range(spec["text"]["vocab_size"] - 1, 0, -1) if t not in used)
+        directory = os.path.join(out, name)
+        if name == "A":
+            model.save_pretrained(directory)
+            model.save_pretrained(os.path.join(out, "A_sharded"), max_shard_size="200KB")
+            assert os.path.exists(os.path.join(out, "A_sharded", "model.safetensors.index.json"))
+        else:
+            os.makedirs(directory, exist_ok=True)
+            state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+            assert any(k.startswith("model.language_model.") for k in state)
+            save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+            with open(os.path.join(directory, "config.json"), "w") as f:
+                json.dump(flat_published_config(model), f, indent=2)
+            reloaded = model_class.from_pretrained(directory).eval()
+            c = make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1))["image"]
+            with torch.no_grad():
+                a = reloaded(**model_kwargs(family, spec, c), use_cache=False).logits
+            assert torch.allclose(a, golden["image.logits"], atol=1e-6), "B layout did not reload in transformers"
+        # Generation stops at generation_config.json's eos (absent from every greedy run above).
+        with open(os.path.join(directory, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": 1, "eos_token_id": [eos], "pad_token_id": 0}, f)
+        golden["eos_token_id"] = torch.tensor(eos)
+        save_file({k: v.contiguous() for k, v in golden.items()}, os.path.join(out, f"cases_{name}.safetensors"))
+
+    # Logits warpers as generate(do_sample=True) builds them (temperature, top-k, top-p, in that order).
+    from transformers.generation.logits_process import LogitsProcessorList
+    from transformers import GenerationConfig
+    gen = torch.Generator().manual_seed(7)
+    warp = {"logits": torch.randn(3, 300, generator=gen)}
+    settings = {"t07_k20_p08": dict(temperature=0.7, top_k=20, top_p=0.8), "p05": dict(top_p=0.5, top_k=0),
+                "k5": dict(top_k=5), "t2": dict(temperature=2.0, top_k=0)}
+    helper = build(family, configs["A"])
+    for key, kw in settings.items():
+        gc = GenerationConfig(do_sample=True, **kw)
+        procs = helper._get_logits_processor(generation_config=gc, input_ids_seq_length=1,
+                                             logits_processor=LogitsProcessorList())
+        warp[key] = procs(torch.zeros(3, 1, dtype=torch.long), warp["logits"].clone())
+    save_file(warp, os.path.join(out, "warp.safetensors"))
+    print("ok")

@@ -1,0 +1,149 @@
+"""Oracle: the whole Qwen-VL (Qwen2.5-VL or Qwen2-VL) chat pipeline as a transformers user runs it.
+
+Builds a Hugging Face model directory from parts the reference libraries make (the tokenizer the
+tokenizer oracle trained, the official Qwen2-VL chat template, the default Qwen2-VL image and
+video processors with small pixel budgets, a tiny random model of the family),
+writes images and a video as files, and records for several conversations what
+AutoProcessor + generate produce: the rendered prompt, input ids, pixel values, grids, and the
+greedy answer.
+
+Run by qwen2_5_vl_pipeline.py and qwen2_vl_pipeline.py (OUT_DIR [TOKENIZER_DIR]): main(family, argv).
+TOKENIZER_DIR defaults to OUT_DIR/../tokenizer_corpus (the tokenizer oracle's output).
+"""
+import json, os, shutil, subprocess, sys
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw
+from safetensors.torch import save_file
+from transformers import (AutoProcessor, AutoTokenizer, Qwen2_5_VLConfig,
+                          Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLConfig,
+                          Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor, Qwen2VLProcessor,
+                          Qwen2VLVideoProcessor)
+from transformers.video_utils import VideoMetadata
+
+from qwen2_vl_chat_template import QWEN2_VL_CHAT_TEMPLATE
+
+FAMILIES = {"qwen2_5_vl": (Qwen2_5_VLProcessor, Qwen2_5_VLForConditionalGeneration),
+            "qwen2_vl": (Qwen2VLProcessor, Qwen2VLForConditionalGeneration)}
+
+
+def main(family, argv):
+    processor_class, model_class = FAMILIES[family]
+    out = os.path.abspath(argv[1])
+    tok_dir = argv[2] if len(argv) > 2 else os.path.join(os.path.dirname(out), "tokenizer_corpus")
+    model_dir = os.path.join(out, "model")
+    media = os.path.join(out, "media")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(model_dir)
+    os.makedirs(media)
+    torch.manual_seed(0)
+
+    # --- the model directory -------------------------------------------------------------------
+    tokenizer = AutoTokenizer.from_pretrained(tok_dir)
+    image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 20)
+    video_processor = Qwen2VLVideoProcessor(min_pixels=28 * 28 * 2, max_pixels=28 * 28 * 8)
+    processor_class(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
+                    chat_template=QWEN2_VL_CHAT_TEMPLATE).save_pretrained(model_dir)
+    processor = AutoProcessor.from_pretrained(model_dir)  # what a user loads
+    assert type(processor.image_processor).__name__ == "Qwen2VLImageProcessor", type(processor.image_processor)
+
+    ids = tokenizer.convert_tokens_to_ids
+    text_config = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+                     eos_token_id=ids("<|im_end|>"), bos_token_id=ids("<|endoftext|>"))
+    token_ids = dict(image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
+                     vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
+    if family == "qwen2_vl":
+        config = Qwen2VLConfig(text_config=text_config, vision_config=dict(depth=2, embed_dim=32, hidden_size=64,
+                                                                           mlp_ratio=2, num_heads=2, patch_size=14),
+                               tie_word_embeddings=False, **token_ids)
+    else:
+        config = Qwen2_5_VLConfig(text_config=text_config,
+                                  vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2,
+                                                     out_hidden_size=64, patch_size=14, spatial_merge_size=2,
+                                                     temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1],
+                                                     tokens_per_second=2),
+                                  tie_word_embeddings=False, **token_ids)
+    model = model_class(config).eval()
+    with torch.no_grad():  # random init is small; widen it so answers depend on the inputs
+        for p in model.parameters():
+            p.normal_(0, 0.2 if p.dim() > 1 else 0.05)
+    model.generation_config.eos_token_id = ids("<|im_end|>")
+    model.generation_config.pad_token_id = ids("<|endoftext|>")
+    model.save_pretrained(model_dir)
+
+    # --- media files -----------------------------------------------------------------------------
+    def shapes_image(w, h, seed):
+        rng = np.random.default_rng(seed)
+        img = Image.new("RGB", (w, h), tuple(int(c) for c in rng.integers(0, 255, 3)))
+        d = ImageDraw.Draw(img)
+        for _ in range(4):
+            x0, y0 = int(rng.integers(0, w - 8)), int(rng.integers(0, h - 8))
+            d.ellipse([x0, y0, x0 + int(rng.integers(6, w // 2)), y0 + int(rng.integers(6, h // 2))],
+                      fill=tuple(int(c) for c in rng.integers(0, 255, 3)))
+        return img
+
+    shapes_image(120, 80, 1).save(os.path.join(media, "shapes.png"))
+    shapes_image(67, 93, 2).save(os.path.join(media, "tall.jpg"), quality=90)
+
+    # 12 frames at 6 fps of a square moving over a gradient, stored losslessly as RGB so both sides
+    # decode the same pixels.
+    frames = np.zeros((12, 62, 90, 3), np.uint8)
+    frames[..., 0] = np.linspace(0, 255, 90, dtype=np.uint8)[None, None, :]
+    frames[..., 2] = np.linspace(255, 0, 62, dtype=np.uint8)[None, :, None]
+    for t in range(12):
+        frames[t, 20:40, 5 + 6 * t:25 + 6 * t] = (255, 255, 0)
+    video_path = os.path.join(media, "moving.mkv")
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "90x62",
+                    "-r", "6", "-i", "-", "-c:v", "ffv1", "-pix_fmt", "bgr0", video_path],
+                   input=frames.tobytes(), check=True)
+    VIDEO_FPS = 2.0  # the sampling rate `mmtrain infer` uses by default
+
+    # --- conversations -----------------------------------------------------------------------------
+    png, jpg = os.path.join(media, "shapes.png"), os.path.join(media, "tall.jpg")
+    CASES = {
+        "text_only": [{"role": "user", "content": "Say something about shapes."}],
+        "one_image": [{"role": "user", "content": [{"type": "image", "image": png},
+                                                   {"type": "text", "text": "What is in the picture?"}]}],
+        "two_images": [{"role": "system", "content": "You describe images."},
+                       {"role": "user", "content": [{"type": "image", "image": png}, {"type": "image", "image": jpg},
+                                                    {"type": "text", "text": "Compare them."}]}],
+        "one_video": [{"role": "user", "content": [{"type": "video", "video": video_path},
+                                                   {"type": "text", "text": "What moves?"}]}],
+        "image_and_video": [{"role": "user", "content": [{"type": "text", "text": "First this:"},
+                                                         {"type": "image", "image": jpg},
+                                                         {"type": "text", "text": "then this:"},
+                                                         {"type": "video", "video": video_path}]},
+                            {"role": "assistant", "content": "A square."},
+                            {"role": "user", "content": "Which colour is it?"}],
+    }
+
+    results, tensors = {}, {}
+    for name, messages in CASES.items():
+        prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        images = [Image.open(p["image"]) for m in messages if isinstance(m["content"], list)
+                  for p in m["content"] if p["type"] == "image"]
+        n_videos = sum(1 for m in messages if isinstance(m["content"], list) for p in m["content"] if p["type"] == "video")
+        kwargs = {}
+        if n_videos:
+            kwargs = dict(videos=[frames] * n_videos, do_sample_frames=True, fps=VIDEO_FPS,
+                          video_metadata=[VideoMetadata(total_num_frames=12, fps=6.0, duration=2.0)] * n_videos)
+        inputs = processor(text=[prompt], images=images or None, return_tensors="pt", **kwargs)
+        with torch.no_grad():
+            out_ids = model.generate(**inputs, do_sample=False, max_new_tokens=32)
+        new_ids = out_ids[0, inputs["input_ids"].shape[1]:].tolist()
+        results[name] = {
+            "messages": messages, "prompt": prompt, "input_ids": inputs["input_ids"][0].tolist(),
+            "new_ids": new_ids, "answer": tokenizer.decode(new_ids, skip_special_tokens=True),
+            "second_per_grid_ts": [float(x) for x in inputs.get("second_per_grid_ts", [])],
+        }
+        for key in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw"):
+            if key in inputs:
+                tensors[f"{name}.{key}"] = inputs[key].contiguous()
+
+    save_file(tensors, os.path.join(out, "tensors.safetensors"))
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump({"video_fps": VIDEO_FPS, "model_dir": model_dir, "cases": results}, f, indent=1, ensure_ascii=False)
+    print("pipeline oracle:", {k: len(v["new_ids"]) for k, v in results.items()})

@@ -1,0 +1,127 @@
+// Qwen2-VL, the third family through the registry, against transformers 5.17
+// (tests/reference/qwen2_vl_model.py): M-RoPE positions exact (a video's temporal step is 1
+// whatever its seconds per grid), logits within 1e-4 and 32 greedy tokens identical for every case
+// of both configs (the transformers 5 layout with GQA, and the published flat layout with tied
+// embeddings), bf16 close, and the export writing what transformers saved.
+#include <algorithm>
+
+#include "mm/models/qwen2_vl/qwen2_vl_vision.h"
+#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
+#include "mm/nn/weights.h"
+#include "mm/tasks/generation.h"
+#include "mm/tasks/model_registry.h"
+#include "model_cases.h"
+
+namespace mm::testing {
+namespace {
+
+const std::string kOracle = "qwen2_vl_model";
+
+QwenVLForConditionalGeneration load(const std::string& name, torch::Dtype dtype = torch::kFloat32) {
+  return QwenVLForConditionalGenerationImpl::from_pretrained(model_dir(name, kOracle), dtype);
+}
+
+std::vector<int64_t> row(const torch::Tensor& t, int64_t r) {
+  auto x = t[r].to(torch::kInt64).contiguous();
+  return {x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel()};
+}
+
+class Qwen2VLParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Qwen2VLParity, TheRegistryOpensItWithItsOwnVisionTower) {
+  EXPECT_EQ(model_spec_of(model_dir(GetParam(), kOracle)).name, "qwen2_vl");
+  auto model = load(GetParam());
+  EXPECT_EQ(model->config().model_type(), "qwen2_vl");
+  EXPECT_NE(dynamic_cast<Qwen2VisionTransformerImpl*>(model->visual.get()), nullptr);
+}
+
+TEST_P(Qwen2VLParity, PositionIdsMatchGetRopeIndex) {
+  auto model = load(GetParam());
+  auto cases = cases_of(GetParam(), kOracle);
+  for (const auto& c : kCases) {
+    auto in = inputs_of(*cases, c);
+    if (in.video_grid_thw.defined()) {
+      ASSERT_FALSE(in.second_per_grid_ts.empty()) << c;  // given, and without effect on Qwen2-VL
+      EXPECT_GT(in.second_per_grid_ts[0], 1.0) << c;
+    }
+    auto rope = model->get_rope_index(in);
+    EXPECT_TRUE(torch::equal(rope.position_ids, field(*cases, c, "position_ids"))) << c;
+    EXPECT_TRUE(torch::equal(rope.deltas, field(*cases, c, "rope_deltas"))) << c;
+  }
+}
+
+TEST_P(Qwen2VLParity, LogitsMatchTransformers) {
+  auto model = load(GetParam());
+  auto cases = cases_of(GetParam(), kOracle);
+  torch::NoGradGuard no_grad;
+  for (const auto& c : kCases) {
+    auto in = inputs_of(*cases, c);
+    auto logits = model->forward(in);
+    auto golden = field(*cases, c, "logits");
+    if (in.attention_mask.defined()) {  // padding positions carry no meaning
+      const auto real = in.attention_mask.to(torch::kBool);
+      logits = logits.index({real});
+      golden = golden.index({real});
+    }
+    const double diff = max_abs_diff(logits, golden);
+    std::cout << "[ max diff ] Qwen2-VL config " << GetParam() << ", " << c << ": " << diff << std::endl;
+    EXPECT_LE(diff, 1e-4) << c;
+  }
+}
+
+TEST_P(Qwen2VLParity, ThirtyTwoGreedyTokensEqualTransformers) {
+  auto model = load(GetParam());
+  auto cases = cases_of(GetParam(), kOracle);
+  EXPECT_EQ(model->config().eos_token_ids, std::vector<int64_t>{cases->tensor("eos_token_id").item<int64_t>()});
+  GenerationConfig config;
+  config.max_new_tokens = 32;
+  for (const auto& c : kCases) {
+    auto in = inputs_of(*cases, c);
+    auto expected = field(*cases, c, "generated");
+    auto got = generate_batch(model, in, config);
+    ASSERT_EQ(static_cast<int64_t>(got.size()), expected.size(0)) << c;
+    for (int64_t r = 0; r < expected.size(0); ++r) EXPECT_EQ(got[r], row(expected, r)) << c << " row " << r;
+  }
+}
+
+TEST_P(Qwen2VLParity, Bfloat16LoadStaysClose) {
+  auto model = load(GetParam(), torch::kBFloat16);
+  for (const auto& [name, tensor] : named_weights(*model)) ASSERT_EQ(tensor.scalar_type(), torch::kBFloat16) << name;
+  auto cases = cases_of(GetParam(), kOracle);
+  torch::NoGradGuard no_grad;
+  for (const std::string c : {"text", "image_video"}) {
+    auto in = inputs_of(*cases, c);
+    auto golden = field(*cases, c, "logits");
+    const double diff = max_abs_diff(model->forward(in).to(torch::kFloat32), golden);
+    EXPECT_LE(diff, 0.05 * golden.abs().max().item<double>()) << c;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, Qwen2VLParity, ::testing::Values("A", "B"));
+
+// The export writes the names and tensors of transformers' state dict (config B holds exactly
+// those), and a config.json that loads back as Qwen2-VL with the same logits.
+TEST(Qwen2VLModel, TheExportWritesTransformersNamesAndLoadsBack) {
+  const auto out = temp_dir("qwen2_vl_export");
+  std::filesystem::remove_all(out);
+  auto model = load("B");
+  export_hf(model, model_dir("B", kOracle), out);
+  const auto source = Checkpoint::open(model_dir("B", kOracle));
+  const auto exported = Checkpoint::open(out);
+  auto names = exported.names();
+  auto expected = source.names();
+  std::sort(names.begin(), names.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
+  for (const auto& name : expected) EXPECT_TRUE(torch::equal(exported.tensor(name), source.tensor(name))) << name;
+  auto reloaded = QwenVLForConditionalGenerationImpl::from_pretrained(out);
+  EXPECT_EQ(reloaded->config().model_type(), "qwen2_vl");
+  auto cases = cases_of("B", kOracle);
+  torch::NoGradGuard no_grad;
+  auto in = inputs_of(*cases, "image_video");
+  EXPECT_TRUE(torch::equal(reloaded->forward(in), model->forward(in)));
+  std::filesystem::remove_all(out);
+}
+
+}  // namespace
+}  // namespace mm::testing
