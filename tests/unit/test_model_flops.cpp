@@ -1,6 +1,8 @@
-// The model FLOPs formulas of train/model_flops.h against hand counts on small shapes, and the
-// peak lookup by GPU name.
+// The model FLOPs formulas of train/model_flops.h against hand counts on small shapes, the count
+// of a VLM training micro-batch (the same for its samples padded, packed or alone), and the peak
+// lookup by GPU name.
 #include "mm/models/qwen_vl/qwen_vl_config.h"
+#include "mm/tasks/vlm_step.h"
 #include "mm/models/wan/wan_transformer_config.h"
 #include "mm/train/model_flops.h"
 #include "testing.h"
@@ -25,6 +27,44 @@ TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {
   c.text.num_hidden_layers = 1, c.text.hidden_size = 4, c.text.num_attention_heads = 1, c.text.num_key_value_heads = 1;
   const double text_only = mm::qwen_vl_training_flops(c, {7}, 7, {});
   EXPECT_DOUBLE_EQ(mm::qwen_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 8320);
+}
+
+TEST(ModelFlops, Qwen2VLVisionTowerMatchesAHandCount) {
+  mm::QwenVLConfig c;
+  mm::Qwen2VLVisionConfig v;
+  v.depth = 2, v.embed_dim = 4, v.mlp_ratio = 1, v.num_heads = 1, v.hidden_size = 5;
+  v.in_channels = 1, v.temporal_patch_size = 1, v.patch_size = 1, v.spatial_merge_size = 2;
+  c.vision = v;
+  // One 1x4x4 image: 16 patches. Patch embedding 16*1*4 = 64. Per block 16*(4*16 + 2*4*4) = 1536
+  // plus attention over the whole frame of 16 (2*4*256 = 2048): 3584, twice. Merger: 4 merged
+  // tokens of 16: 4*(16*16 + 16*5) = 1344. Sum 8576 MACs.
+  c.text.num_hidden_layers = 1, c.text.hidden_size = 4, c.text.num_attention_heads = 1, c.text.num_key_value_heads = 1;
+  const double text_only = mm::qwen_vl_training_flops(c, {7}, 7, {});
+  EXPECT_DOUBLE_EQ(mm::qwen_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 8576);
+}
+
+// A sample of `length` tokens whose last `targets` are supervised, with one 1 x h x w image.
+mm::TrainSample flops_sample(int64_t length, int64_t targets, int64_t h, int64_t w) {
+  mm::TrainSample s;
+  s.input_ids = torch::full({length}, 7, torch::kInt64);
+  s.targets = torch::full({length}, mm::kIgnoreIndex, torch::kInt64);
+  s.targets.slice(0, length - 1 - targets, length - 1).fill_(5);
+  s.position_ids = torch::arange(length).expand({3, length}).contiguous();
+  s.pixel_values = torch::zeros({h * w, 3 * 2 * 14 * 14});
+  s.image_grid_thw = torch::tensor({int64_t{1}, h, w}).view({1, 3});
+  return s;
+}
+
+TEST(ModelFlops, AVlmMicroBatchCountsItsSamplesWhetherPaddedOrPacked) {
+  mm::QwenVLConfig c;  // the published Qwen2.5-VL-7B shapes: the counts are arithmetic only
+  const std::vector<mm::TrainSample> samples = {flops_sample(40, 6, 4, 4), flops_sample(25, 3, 2, 6),
+                                                flops_sample(60, 11, 8, 4)};
+  const double expected = mm::qwen_vl_training_flops(c, {40, 25, 60}, 20, {{1, 4, 4}, {1, 2, 6}, {1, 8, 4}});
+  EXPECT_DOUBLE_EQ(mm::vlm_batch_training_flops(c, mm::collate_padded(samples, 0)), expected);
+  EXPECT_DOUBLE_EQ(mm::vlm_batch_training_flops(c, mm::collate_packed(samples)), expected);
+  double alone = 0;
+  for (const auto& s : samples) alone += mm::vlm_batch_training_flops(c, mm::collate_padded({s}, 0));
+  EXPECT_NEAR(alone, expected, 1e-12 * expected);
 }
 
 TEST(ModelFlops, WanDitMatchesAHandCount) {

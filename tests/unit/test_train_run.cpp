@@ -97,8 +97,11 @@ TEST(TrainRun, MetricsAndTensorBoardHoldEveryStep) {
   for (const auto& r : records) {
     if (!r.contains("step")) continue;
     ++steps;
-    for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "peak_memory_bytes"})
+    for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "samples_per_s", "peak_memory_bytes",
+                            "model_tflops", "model_tflops_per_s_per_device"})
       EXPECT_TRUE(r.contains(key)) << key << " missing in " << r.dump();
+    EXPECT_GT(r.value("model_tflops", 0.0), 0.0) << r.dump();
+    EXPECT_FALSE(r.contains("mfu")) << "no bf16 peak is known for a CPU: " << r.dump();
   }
   EXPECT_EQ(steps, 6);
   auto [py, scalars] = run_command(kPython + " " + (kSourceDir / "tests/reference/tensorboard_read.py").string() +

@@ -35,7 +35,7 @@ inline QwenVLForConditionalGeneration tiny_model(uint64_t seed, bool tied = fals
 // input_ids [1, n]: bos, `before` text tokens, <vision_start> image pads <vision_end>, `after`
 // text tokens, for one image of grid (1, h, w) patches; pixel_values [h * w, 3 * 2 * 14 * 14].
 inline QwenVLInputs tiny_sample(const QwenVLConfig& c, int64_t before, int64_t h, int64_t w, int64_t after,
-                                    uint64_t seed) {
+                                uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
   auto text = [&](int64_t n) { return torch::randint(3, 280, {n}, gen, torch::kInt64); };
   const int64_t merged = h * w / (c.spatial_merge_size() * c.spatial_merge_size());

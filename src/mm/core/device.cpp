@@ -1,8 +1,11 @@
 #include "mm/core/device.h"
 
+#include <dlfcn.h>
 #include <torch/cuda.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "mm/core/error.h"
 
@@ -44,6 +47,18 @@ c10::Device resolve_device(const std::string& name, const std::string& where) {
   if (index < 0) index = local_rank() % count;
   MM_CHECK(index < count, where, ": '", name, "': only ", count, " CUDA device(s) are visible");
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+std::string cuda_device_name(int index) {
+  // cudaError_t cudaGetDeviceProperties(cudaDeviceProp*, int): the struct's first member is
+  // char name[256]; it is about 1 KB, the buffer is far larger than any version's.
+  using GetProperties = int (*)(void*, int);
+  void* symbol = dlsym(RTLD_DEFAULT, "cudaGetDeviceProperties_v2");
+  if (!symbol) symbol = dlsym(RTLD_DEFAULT, "cudaGetDeviceProperties");
+  if (!symbol || index < 0) return "";
+  std::vector<char> properties(16384, 0);
+  if (reinterpret_cast<GetProperties>(symbol)(properties.data(), index) != 0) return "";
+  return std::string(properties.data(), strnlen(properties.data(), 256));
 }
 
 }  // namespace mm

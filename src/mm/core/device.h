@@ -14,4 +14,9 @@ c10::Device resolve_device(const std::string& name, const std::string& where);
 // Whether `name` is one of the accepted forms (for config parsing, without resolving).
 bool is_device_name(const std::string& name);
 
+// The CUDA runtime's name of GPU `index` ("NVIDIA H200"), "" when no CUDA runtime is loaded or
+// the call fails. Looked up in the process (libtorch_cuda loads the runtime), so the build needs
+// no CUDA headers.
+std::string cuda_device_name(int index);
+
 }  // namespace mm

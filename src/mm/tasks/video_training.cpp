@@ -13,6 +13,7 @@
 #include "mm/models/wan/wan_sharding.h"
 #include "mm/nn/weights.h"
 #include "mm/tasks/wan_training_export.h"
+#include "mm/train/model_flops.h"
 
 namespace fs = std::filesystem;
 
@@ -88,6 +89,8 @@ class VideoTrainingData : public TrainingData {
     const auto& patch = model_.transformer->config().patch_size;
     out->tokens = out->samples * (out->latents.size(2) / patch[0]) * (out->latents.size(3) / patch[1]) *
                   (out->latents.size(4) / patch[2]);
+    out->model_flops = wan_dit_training_flops(model_.transformer->config(), out->samples, out->tokens / out->samples,
+                                              out->text.size(1));
     return out;
   }
   void start_epoch(int64_t epoch) override {

@@ -71,14 +71,14 @@ QwenVLInputs QwenVLChat::prepare(const std::vector<ChatMessage>& messages,
 }
 
 std::vector<int64_t> QwenVLChat::generate_ids(const QwenVLInputs& inputs,
-                                                  GenerationConfig config) {
+                                              GenerationConfig config) {
   if (auto eos = tokenizer_.eos_token_id()) config.stop_token_ids.push_back(*eos);
   torch::NoGradGuard no_grad;
   return generate(model_, inputs, config);
 }
 
 std::string QwenVLChat::reply(const std::vector<ChatMessage>& messages,
-                                  const GenerationConfig& config, const VideoOptions& video) {
+                              const GenerationConfig& config, const VideoOptions& video) {
   return tokenizer_.decode(generate_ids(prepare(messages, video), config),
                            /*skip_special_tokens=*/true);
 }

@@ -21,7 +21,7 @@ class QwenVLChat : public VisionLanguageChat {
   // model_dir: a Hugging Face Qwen2-VL or Qwen2.5-VL directory (config, safetensors, tokenizer and
   // preprocessor configs).
   QwenVLChat(const std::filesystem::path& model_dir, torch::Dtype dtype = torch::kFloat32,
-                 c10::Device device = c10::Device(c10::kCPU));
+             c10::Device device = c10::Device(c10::kCPU));
 
   // The prompt text (chat template with the assistant turn opened), before placeholder expansion.
   std::string render(const std::vector<ChatMessage>& messages) const override;

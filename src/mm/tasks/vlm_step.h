@@ -17,6 +17,11 @@ namespace mm {
 // Returns a 0-dim float32 tensor that requires grad.
 at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch);
 
+// The trained FLOPs of `batch` (train/model_flops.h): the decoder over each sample's own tokens
+// (the rows of a padded batch, the documents of a packed one: packing does not change the work),
+// the LM head over the supervised rows, the vision tower over every image and video.
+double vlm_batch_training_flops(const QwenVLConfig& config, const TrainBatch& batch);
+
 // The loss of the step is the sum over all micro-batches divided by their total target count
 // (over all ranks with options.data_parallel). `params` are the trainable parameters.
 StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, double lr,

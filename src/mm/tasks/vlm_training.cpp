@@ -52,7 +52,7 @@ struct VlmMicroBatch : MicroBatch {
 class VlmTrainingData : public TrainingData {
  public:
   VlmTrainingData(const TrainConfig& config, const QwenVLConfig& model_config, const parallel::DeviceMesh& mesh)
-      : config_(config) {
+      : config_(config), model_config_(model_config) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(config.model.path));
     const auto processor = Qwen2VLProcessor::from_pretrained(config.model.path);
     SampleEncoderOptions options;
@@ -96,6 +96,7 @@ class VlmTrainingData : public TrainingData {
     out->loss_units = batch->num_target_tokens;
     out->tokens = batch->num_tokens;
     out->samples = static_cast<int64_t>(batch->sample_indices.size());
+    out->model_flops = vlm_batch_training_flops(model_config_, *batch);
     out->batch = std::move(*batch);
     return out;
   }
@@ -142,6 +143,7 @@ class VlmTrainingData : public TrainingData {
   }
 
   const TrainConfig& config_;
+  QwenVLConfig model_config_;  // for the FLOPs of each micro-batch
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<SampleEncoder> encoder_;
   std::unique_ptr<ConversationFile> file_;

@@ -22,15 +22,17 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
     result.loss_units += c.loss_units;
     result.tokens += c.tokens;
     result.samples += c.samples;
+    result.model_flops += c.model_flops;
   }
   if (dp) {
     auto totals = torch::tensor({static_cast<double>(result.loss_units), static_cast<double>(result.tokens),
-                                 static_cast<double>(result.samples)},
+                                 static_cast<double>(result.samples), result.model_flops},
                                 torch::kFloat64);
     dp->mesh().all_reduce_sum(totals);
     result.loss_units = static_cast<int64_t>(totals[0].item<double>());
     result.tokens = static_cast<int64_t>(totals[1].item<double>());
     result.samples = static_cast<int64_t>(totals[2].item<double>());
+    result.model_flops = totals[3].item<double>();
   }
   MM_CHECK(result.loss_units > 0, "train_step: the step's batches have no ", what_units);
   // Autocast where the parameters are: CPU autocast for a CPU run, CUDA autocast for a GPU one.

@@ -31,12 +31,14 @@ struct StepResult {
   double grad_norm = 0;  // global L2 norm before clipping
   bool skipped = false;  // the norm was not finite: no update was made
   int64_t tokens = 0, loss_units = 0, samples = 0;  // summed over all ranks
+  double model_flops = 0;                           // summed over all ranks
   double collective_seconds = 0;  // time blocked on collectives (data parallel; excludes the counts)
 };
 
 // What the step needs to know of micro-batch i before computing it.
 struct MicroBatchCounts {
   int64_t loss_units = 0, tokens = 0, samples = 0;
+  double model_flops = 0;  // for the FLOPs rate and MFU only
 };
 
 // loss_sum(i): micro-batch i's loss summed over its loss units (0-dim, requires grad); called

@@ -16,6 +16,7 @@
 #include "mm/parallel/fully_shard.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/metrics.h"
+#include "mm/train/model_flops.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
 #include "mm/train/sample_log.h"
@@ -288,9 +289,16 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
            "tensors): train on one GPU, or set train.device: cpu");
   fs::create_directories(output_);
   task_ = make_task(*mesh_);
+  // MFU is the model FLOPs rate per device over the device's dense bf16 peak, known for the GPUs
+  // model_flops.h lists; elsewhere only the rate is logged.
+  double peak_flops = 0;
   if (!device.is_cpu()) {
     task_->to_device(device);
-    log::info("training on ", device.str());
+    const std::string name = cuda_device_name(device.index());
+    peak_flops = peak_bf16_flops(name);
+    log::info("training on ", device.str(), " (", name.empty() ? "name unknown" : name, "); ",
+              peak_flops > 0 ? str_cat("MFU against its dense bf16 peak of ", peak_flops / 1e12, " TFLOP/s")
+                             : std::string("no known bf16 peak: MFU is not reported"));
   }
   setup_model();
   const int64_t steps = total_steps();
@@ -344,7 +352,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
     if (micro.empty()) break;
     const double lr = schedule.lr(step_, settings_.optim.lr);
     std::vector<MicroBatchCounts> counts;
-    for (const auto& b : micro) counts.push_back({b->loss_units, b->tokens, b->samples});
+    for (const auto& b : micro) counts.push_back({b->loss_units, b->tokens, b->samples, b->model_flops});
     const auto result = train_step(
         counts, [&](size_t i) { return task_->loss_sum(*micro[i]); }, *optimizer_, lr, params_, step_options,
         task_->loss_units_name().c_str());
@@ -362,6 +370,12 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
     if (task_->loss_units_name() != "samples")
       record.extra[task_->loss_units_name()] = static_cast<double>(result.loss_units);
     if (mesh_->world_size() > 1) record.extra["collective_wait_s"] = result.collective_seconds;
+    if (result.model_flops > 0) {
+      const double per_device = result.model_flops / static_cast<double>(mesh_->world_size()) / seconds;
+      record.extra["model_tflops"] = result.model_flops / 1e12;  // the step's work over all ranks
+      record.extra["model_tflops_per_s_per_device"] = per_device / 1e12;
+      if (peak_flops > 0) record.extra["mfu"] = per_device / peak_flops;
+    }
     if (result.skipped) log::warn("step ", step_, ": gradient norm is not finite; the update was skipped");
     metrics.log_step(record);
     if (sample_log) {

@@ -34,6 +34,7 @@ struct MicroBatch {
   int64_t loss_units = 0;  // what the loss is a sum over (target tokens, samples): the step divides by their total
   int64_t tokens = 0;      // model input tokens, for tokens/s
   int64_t samples = 0;
+  double model_flops = 0;  // trained FLOPs (forward + backward, train/model_flops.h); 0: not counted
 };
 
 // A task's training data: micro-batches in one global order that every rank takes its share of,

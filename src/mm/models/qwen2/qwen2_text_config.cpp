@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "mm/core/config_checks.h"
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/memory_bounds.h"
@@ -11,14 +12,11 @@
 namespace mm {
 
 void Qwen2TextConfig::validate() const {
-  const auto positive = [](int64_t value, const char* key) {
-    MM_CHECK(value > 0, "config.json: text_config.", key, " must be positive, got ", value);
-  };
-  positive(vocab_size, "vocab_size");
-  positive(hidden_size, "hidden_size");
-  positive(num_hidden_layers, "num_hidden_layers");
-  positive(num_attention_heads, "num_attention_heads");
-  positive(num_key_value_heads, "num_key_value_heads");
+  require_positive("config.json: text_config.", {{"vocab_size", vocab_size},
+                                                 {"hidden_size", hidden_size},
+                                                 {"num_hidden_layers", num_hidden_layers},
+                                                 {"num_attention_heads", num_attention_heads},
+                                                 {"num_key_value_heads", num_key_value_heads}});
   MM_CHECK(hidden_size % num_attention_heads == 0, "config.json: hidden_size (", hidden_size,
            ") must be divisible by num_attention_heads (", num_attention_heads, ")");
   MM_CHECK(num_attention_heads % num_key_value_heads == 0, "config.json: num_attention_heads (",

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mm/core/config_checks.h"
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/memory_bounds.h"
@@ -10,20 +11,17 @@
 namespace mm {
 
 void Qwen2_5_VLVisionConfig::validate() const {
-  const auto positive = [](int64_t value, const char* key) {
-    MM_CHECK(value > 0, "config.json: vision_config.", key, " must be positive, got ", value);
-  };
-  positive(depth, "depth");
-  positive(hidden_size, "hidden_size");
-  positive(num_heads, "num_heads");
-  positive(patch_size, "patch_size");
-  positive(spatial_merge_size, "spatial_merge_size");
-  positive(temporal_patch_size, "temporal_patch_size");
+  require_positive("config.json: vision_config.", {{"depth", depth},
+                                                   {"hidden_size", hidden_size},
+                                                   {"num_heads", num_heads},
+                                                   {"patch_size", patch_size},
+                                                   {"spatial_merge_size", spatial_merge_size},
+                                                   {"temporal_patch_size", temporal_patch_size},
+                                                   {"window_size", window_size}});
   MM_CHECK(hidden_size % num_heads == 0, "config.json: vision_config.hidden_size (", hidden_size,
            ") must be divisible by num_heads (", num_heads, ")");
   MM_CHECK((hidden_size / num_heads) % 4 == 0, "config.json: vision_config head dim ",
            hidden_size / num_heads, " must be divisible by 4 for 2D rotary embeddings");
-  positive(window_size, "window_size");
   MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
   MM_CHECK(window_size % (patch_size * spatial_merge_size) == 0, "config.json: vision_config.window_size (",
            window_size, ") must be a multiple of patch_size * spatial_merge_size");

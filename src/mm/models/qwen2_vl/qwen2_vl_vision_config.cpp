@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mm/core/config_checks.h"
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/memory_bounds.h"
@@ -29,18 +30,15 @@ Qwen2VLVisionConfig Qwen2VLVisionConfig::from_json(const nlohmann::json& json, c
 }
 
 void Qwen2VLVisionConfig::validate() const {
-  const auto positive = [](int64_t value, const char* key) {
-    MM_CHECK(value > 0, "config.json: vision_config.", key, " must be positive, got ", value);
-  };
-  positive(depth, "depth");
-  positive(embed_dim, "embed_dim");
-  positive(hidden_size, "hidden_size");
-  positive(mlp_ratio, "mlp_ratio");
-  positive(num_heads, "num_heads");
-  positive(in_channels, "in_channels");
-  positive(patch_size, "patch_size");
-  positive(spatial_merge_size, "spatial_merge_size");
-  positive(temporal_patch_size, "temporal_patch_size");
+  require_positive("config.json: vision_config.", {{"depth", depth},
+                                                   {"embed_dim", embed_dim},
+                                                   {"hidden_size", hidden_size},
+                                                   {"mlp_ratio", mlp_ratio},
+                                                   {"num_heads", num_heads},
+                                                   {"in_channels", in_channels},
+                                                   {"patch_size", patch_size},
+                                                   {"spatial_merge_size", spatial_merge_size},
+                                                   {"temporal_patch_size", temporal_patch_size}});
   MM_CHECK(embed_dim % num_heads == 0, "config.json: vision_config.embed_dim (", embed_dim,
            ") must be divisible by num_heads (", num_heads, ")");
   MM_CHECK(head_dim() % 4 == 0, "config.json: vision_config head dim ", head_dim(),

@@ -106,7 +106,7 @@ QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrain
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,
-                                                                    const torch::Tensor& grid_thw) {
+                                                                 const torch::Tensor& grid_thw) {
   const auto& weight = model->embed_tokens->weight;
   auto params = visual->parameters();
   const auto dtype = params.empty() ? weight.scalar_type() : params.front().scalar_type();
@@ -238,9 +238,9 @@ RopeIndex QwenVLForConditionalGenerationImpl::get_rope_index(const QwenVLInputs&
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::decode(const torch::Tensor& inputs_embeds,
-                                                            const torch::Tensor& position_ids,
-                                                            const torch::Tensor& padding_mask, KVCache* cache,
-                                                            const std::vector<int64_t>& cu_seqlens) {
+                                                         const torch::Tensor& position_ids,
+                                                         const torch::Tensor& padding_mask, KVCache* cache,
+                                                         const std::vector<int64_t>& cu_seqlens) {
   return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
 }
 

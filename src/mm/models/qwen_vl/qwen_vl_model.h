@@ -56,7 +56,7 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   // lm_head.*; also what transformers 5 save_pretrained writes) and the module-tree one
   // (model.visual.*, model.language_model.*). With tied embeddings lm_head.weight may be absent.
   static QwenVLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
-                                                           torch::Dtype dtype = torch::kFloat32);
+                                                        torch::Dtype dtype = torch::kFloat32);
 
   // Full forward: logits [batch, seq, vocab].
   torch::Tensor forward(const QwenVLInputs& inputs);

@@ -3,7 +3,7 @@
 namespace mm {
 
 std::vector<ShardUnit> qwen_vl_sharding_units(QwenVLForConditionalGeneration& model, ShardPlacement vision,
-                                                 ShardPlacement language) {
+                                              ShardPlacement language) {
   return sharding_plan(*model,
                        {{&model->visual->blocks, "visual.blocks.", vision}, {&model->model->layers, "model.layers.", language}},
                        {{"visual (outside its blocks)", "visual.", vision},

@@ -11,6 +11,6 @@
 namespace mm {
 
 std::vector<ShardUnit> qwen_vl_sharding_units(QwenVLForConditionalGeneration& model, ShardPlacement vision,
-                                                 ShardPlacement language);
+                                              ShardPlacement language);
 
 }  // namespace mm
