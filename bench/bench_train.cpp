@@ -10,8 +10,6 @@
 // prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch.
 #include <torch/torch.h>
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -24,14 +22,11 @@
 #include "mm/train/optimizer.h"
 #include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/tasks/vlm_step.h"
+#include "bench_memory.h"
+
+using mm::bench::peak_rss_mb;
 
 namespace {
-
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
 
 mm::TrainSample make_sample(const mm::QwenVLConfig& config, int64_t k) {
   const int64_t grid_h = 16, grid_w = 16, merged = grid_h * grid_w / 4;
@@ -71,7 +66,7 @@ int main(int argc, char** argv) {
   const int steps = std::stoi(argv[3]);
   const int64_t batch = std::stoll(argv[4]);
   const auto env = mm::dist::DistEnv::from_env();
-  const int64_t rss_before_model = peak_rss_bytes();
+  const double rss_before_model_mb = peak_rss_mb();
   auto model = mm::QwenVLForConditionalGenerationImpl::from_pretrained(argv[1]);
   model->train();
   mm::NamedParams named;
@@ -126,6 +121,6 @@ int main(int argc, char** argv) {
   std::cout << "{\"impl\": \"mmtrain\", \"processes\": " << env.world_size << ", \"dp_shard\": " << shard
             << ", \"tokens_per_step\": " << tokens << ", \"step_ms\": " << median * 1e3
             << ", \"collective_wait_ms\": " << waits[waits.size() / 2] * 1e3
-            << ", \"tokens_per_s\": " << tokens / median << ", \"peak_rss_mb\": " << peak_rss_bytes() / 1048576.0
-            << ", \"training_rss_mb\": " << (peak_rss_bytes() - rss_before_model) / 1048576.0 << "}\n";
+            << ", \"tokens_per_s\": " << tokens / median << ", \"peak_rss_mb\": " << peak_rss_mb()
+            << ", \"training_rss_mb\": " << peak_rss_mb() - rss_before_model_mb << "}\n";
 }

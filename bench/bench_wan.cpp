@@ -11,8 +11,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -24,17 +22,14 @@
 #include "mm/models/diffusion/flow_matching_objective.h"
 #include "mm/models/wan/wan_transformer.h"
 #include "mm/train/optimizer.h"
+#include "bench_memory.h"
+
+using mm::bench::peak_rss_mb;
 
 namespace {
 
 constexpr int64_t kTextTokens = 64;
 constexpr int64_t kChannels = 16, kFrames = 5, kHeight = 16, kWidth = 16;  // one sample's latents
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024;  // ru_maxrss is in KiB on Linux
-}
 
 // repeats 0: one cold run (a peak-memory measurement that cannot afford a second decode).
 double median_ms(const std::function<void()>& fn, int repeats) {

@@ -90,3 +90,22 @@ echo -n "mmtrain tiled / whole, decode RSS (peak minus before the decode): "; ra
 echo -n "diffusers tiled / whole, decode RSS: "; ratio "$ref_tiled" "$ref_whole" decode_rss_mb
 echo -n "tiled, mmtrain / diffusers, peak RSS: "; ratio "$tiled" "$ref_tiled" peak_rss_mb
 echo -n "tiled, mmtrain / diffusers, ms per decode: "; ratio "$tiled" "$ref_tiled" ms_per_decode
+
+# Real tensor shapes: Qwen2.5-VL-3B's published layer shapes, 4 decoder layers (1.29B parameters,
+# bf16, two shards; make_real_shape_model.py), one 448x336 photo. Each load in a process of its own.
+[ -f "$WORK/real_shape/config.json" ] ||
+  (cd "$REF" && "$PY" make_real_shape_model.py "$WORK/real_shape" "$WORK/tokenizer" >/dev/null 2>&1)
+echo "== Qwen2.5-VL with 3B tensor shapes (4 decoder layers, 1.29B parameters), load + one photo + 16 greedy tokens,"
+echo "   $THREADS threads, bf16 and fp32: mmtrain vs transformers"
+for dtype in bf16 fp32; do
+  load_args=("$WORK/real_shape" "$WORK/real_shape/photo.png" "Describe this photo." "$THREADS" "$dtype" 16)
+  ours=$("$BUILD/bench/bench_load" "${load_args[@]}" "$WORK/load_mmtrain_$dtype.safetensors")
+  theirs=$("$PY" "$REF/bench_load.py" "${load_args[@]}" "$WORK/load_transformers_$dtype.safetensors" 2>/dev/null)
+  echo "$ours"; echo "$theirs"
+  echo -n "$dtype peak RSS (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
+  echo -n "$dtype load + answer time (transformers / mmtrain, above 1: mmtrain faster): "
+  "$PY" -c "import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(f'{(b[\"load_s\"]+b[\"answer_s\"])/(a[\"load_s\"]+a[\"answer_s\"]):.2f}x')" "$ours" "$theirs"
+done
+echo "bf16 fidelity (logits of every prompt position against transformers' fp32 ones; mmtrain's bf16 error must not exceed transformers'):"
+"$PY" "$REF/bench_load.py" compare "$WORK/load_mmtrain_fp32.safetensors" "$WORK/load_mmtrain_bf16.safetensors" \
+  "$WORK/load_transformers_fp32.safetensors" "$WORK/load_transformers_bf16.safetensors"

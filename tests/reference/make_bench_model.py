@@ -4,20 +4,13 @@ Usage: make_bench_model.py OUT_DIR TOKENIZER_DIR"""
 import os, sys
 
 import numpy as np
-import torch
 from PIL import Image
-from transformers import (AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
-                          Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
+from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-from qwen2_vl_chat_template import QWEN2_VL_CHAT_TEMPLATE
+from qwen_vl_model_dir import start_model_dir
 
 out, tok_dir = sys.argv[1], sys.argv[2]
-os.makedirs(out, exist_ok=True)
-torch.manual_seed(0)
-tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tokenizer,
-                    video_processor=Qwen2VLVideoProcessor(),
-                    chat_template=QWEN2_VL_CHAT_TEMPLATE).save_pretrained(out)
+tokenizer, special = start_model_dir(out, tok_dir)
 ids = tokenizer.convert_tokens_to_ids
 config = Qwen2_5_VLConfig(
     text_config=dict(vocab_size=len(tokenizer), hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
@@ -26,8 +19,7 @@ config = Qwen2_5_VLConfig(
                      eos_token_id=ids("<|im_end|>")),
     vision_config=dict(depth=8, hidden_size=256, intermediate_size=512, num_heads=4, out_hidden_size=512,
                        window_size=112, fullatt_block_indexes=[3, 7]),
-    image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
-    vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
+    **special)
 model = Qwen2_5_VLForConditionalGeneration(config)
 model.generation_config.eos_token_id = ids("<|im_end|>")
 model.save_pretrained(out)

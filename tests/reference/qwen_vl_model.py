@@ -11,7 +11,8 @@ Writes into <out>:
      input_ids, attention_mask, pixel_values, image_grid_thw, pixel_values_videos,
      video_grid_thw, second_per_grid_ts (those that apply), position_ids [3,B,S] and
      rope_deltas [B,1] from get_rope_index, logits [B,S,V] fp32, generated [B,32] (greedy),
-     min_margin (smallest top-1/top-2 logit gap along the greedy path)
+     min_margin (smallest top-1/top-2 logit gap along the greedy path); the text and image_video
+     cases also logits_bf16 (fp32 values of transformers' logits with the checkpoint loaded in bf16)
   cases_A.safetensors also holds stop.generated / stop.stop_id: greedy generation of the image
   case with eos_token_id = the 11th greedy token (the reference stops after its first occurrence).
   Qwen2-VL's video cases carry second_per_grid_ts too (its processor's siblings give them); the
@@ -233,6 +234,16 @@ def main(family, out):
         with open(os.path.join(directory, "generation_config.json"), "w") as f:
             json.dump({"bos_token_id": 1, "eos_token_id": [eos], "pad_token_id": 0}, f)
         golden["eos_token_id"] = torch.tensor(eos)
+        # transformers' own bf16 error: the saved checkpoint loaded in bf16 as a user would, two cases.
+        bf16 = model_class.from_pretrained(directory, dtype=torch.bfloat16).eval()
+        for case, c in make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1)).items():
+            if case not in ("text", "image_video"):
+                continue
+            kw = model_kwargs(family, spec, c)
+            with torch.no_grad():
+                bf16.model.rope_deltas = None
+                pos = bf16._prepare_position_ids_for_generation(kw["input_ids"], dict(kw))
+                golden[f"{case}.logits_bf16"] = bf16(**kw, position_ids=pos, use_cache=False).logits.float()
         save_file({k: v.contiguous() for k, v in golden.items()}, os.path.join(out, f"cases_{name}.safetensors"))
 
     # Logits warpers as generate(do_sample=True) builds them (temperature, top-k, top-p, in that order).

@@ -1,9 +1,11 @@
 // mm::Linear with LoRA (PEFT's LoraLayer semantics) and apply_lora / merge_lora on the tiny
-// Qwen2.5-VL: adapter math, names, init, freezing, the no-match error, merging.
+// Qwen2.5-VL: adapter math, names, init, freezing, the no-match error, merging; and building for
+// loading (parameter_init.h): torch's init outside the guard, no random numbers drawn inside it.
 #include <set>
 
 #include "mm/nn/linear.h"
 #include "mm/nn/lora.h"
+#include "mm/nn/parameter_init.h"
 #include "testing.h"
 #include "tiny_qwen2_5_vl.h"
 
@@ -23,6 +25,50 @@ TEST(Linear, PlainForwardIsAffine) {
   EXPECT_LT(max_abs_diff(layer(x), torch::matmul(x, layer->weight.t()) + layer->bias), 1e-6);
   Linear no_bias(5, 3, false);
   EXPECT_EQ(names_of(*no_bias), (std::set<std::string>{"weight"}));
+}
+
+TEST(Linear, InitializesAsTorch) {
+  torch::manual_seed(3);
+  torch::nn::Linear reference(torch::nn::LinearOptions(5, 3));
+  torch::nn::Embedding reference_table(4, 2);
+  torch::manual_seed(3);
+  Linear layer(5, 3, true);
+  auto table = embedding(4, 2);
+  EXPECT_TRUE(torch::equal(layer->weight, reference->weight));
+  EXPECT_TRUE(torch::equal(layer->bias, reference->bias));
+  EXPECT_TRUE(torch::equal(table->weight, reference_table->weight));
+}
+
+// Under SkipParameterInit nothing of ours draws from the generator (a loaded model costs no
+// random numbers); build_for_loading adds the dtype and restores the stream even where a libtorch
+// module draws (Conv3d).
+TEST(Linear, BuildingForLoadingDrawsNoRandomNumbers) {
+  torch::manual_seed(11);
+  const auto expected = torch::rand({4});
+  torch::manual_seed(11);
+  {
+    SkipParameterInit overwritten_next;
+    EXPECT_TRUE(parameter_init_skipped());
+    Linear layer(64, 32, true);
+    auto table = embedding(100, 8);
+    EXPECT_TRUE(layer->weight.requires_grad() && table->weight.requires_grad());
+    EXPECT_EQ(table->weight.sizes(), (std::vector<int64_t>{100, 8}));
+    { SkipParameterInit inner; }
+    EXPECT_TRUE(parameter_init_skipped());  // nested guards restore, not clear
+  }
+  EXPECT_FALSE(parameter_init_skipped());
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+
+  torch::manual_seed(11);
+  auto [layer, conv] = build_for_loading(torch::kBFloat16, [] {
+    return std::make_pair(Linear(64, 32, true), torch::nn::Conv3d(torch::nn::Conv3dOptions(3, 8, 2)));
+  });
+  EXPECT_FALSE(parameter_init_skipped());
+  EXPECT_EQ(c10::get_default_dtype_as_scalartype(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+  EXPECT_EQ(layer->weight.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(layer->bias.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(conv->weight.scalar_type(), torch::kBFloat16);
 }
 
 TEST(Linear, LoraAddsScaledLowRankUpdate) {

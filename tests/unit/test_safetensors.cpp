@@ -52,6 +52,27 @@ TEST(Safetensors, TensorsStayValidAfterTheFileObjectIsGoneAndWritesStayPrivate) 
   EXPECT_TRUE(torch::equal(again, expected_base().to(torch::kFloat)));
 }
 
+// load_weights drops each checkpoint tensor's pages once copied. Proof that the pages really go:
+// a private in-place change to the view is gone afterwards (the file is read again), except in
+// the partial pages at either end, which neighbours may share. Other tensors are left alone.
+TEST(Safetensors, ReleasedPagesAreReadAgainFromTheFile) {
+  const auto dir = temp_dir("release_pages");
+  const auto original = torch::arange(256 * 1024, torch::kFloat);  // 1 MiB: many whole pages
+  mm::save_safetensors(dir / "big.safetensors", {{"x", original}});
+  auto view = mm::SafetensorsFile::open(dir / "big.safetensors")->tensor("x");
+  view.fill_(-1);
+  mm::release_mapped_pages(view);
+  const auto kept = view.ne(original);
+  EXPECT_LT(kept.to(torch::kDouble).mean().item<double>(), 0.01);  // at most two partial pages of 256
+  EXPECT_TRUE(view.index({kept}).eq(-1).all().item<bool>());
+
+  auto own = original.clone().fill_(-1);
+  mm::release_mapped_pages(own);  // not a mapping: untouched
+  EXPECT_TRUE(torch::equal(own, torch::full_like(original, -1)));
+  mm::release_mapped_pages(torch::Tensor());
+  fs::remove_all(dir);
+}
+
 TEST(Safetensors, ShardedCheckpointThroughIndex) {
   auto ckpt = mm::Checkpoint::open(golden_dir("safetensors_files") / "sharded");
   EXPECT_EQ(ckpt.names(), (std::vector<std::string>{"a.weight", "b.bias", "c.weight"}));

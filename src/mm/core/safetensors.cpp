@@ -199,12 +199,36 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   return it->second;
 }
 
+namespace {
+
+// The context of a tensor viewing a mapping: it keeps the mapping alive, and its deleter is how
+// release_mapped_pages recognises such a tensor.
+struct MappingRef {
+  std::shared_ptr<void> mapping;
+};
+void drop_mapping_ref(void* ref) { delete static_cast<MappingRef*>(ref); }
+
+}  // namespace
+
 at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   const TensorInfo& i = info(name);
-  auto keep_alive = mapping_;
   void* ptr = const_cast<uint8_t*>(data_ + i.begin);
-  return at::from_blob(
-      ptr, i.shape, [keep_alive](void*) {}, at::TensorOptions().dtype(i.dtype));
+  return at::for_blob(ptr, i.shape)
+      .context(new MappingRef{mapping_}, &drop_mapping_ref)
+      .options(at::TensorOptions().dtype(i.dtype))
+      .make_tensor();
+}
+
+void release_mapped_pages(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage() || !tensor.device().is_cpu()) return;
+  const auto& data = tensor.storage().data_ptr();
+  if (data.get_deleter() != &drop_mapping_ref) return;  // not a view of a checkpoint mapping
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(tensor.storage().data());
+  const uintptr_t end = begin + tensor.storage().nbytes();
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  // Only the pages wholly inside this tensor: a neighbour sharing a boundary page keeps it.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 Checkpoint Checkpoint::open(const fs::path& path) {

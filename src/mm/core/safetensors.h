@@ -51,6 +51,14 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// Drops the memory pages of a tensor that views a mapped safetensors file (SafetensorsFile::tensor,
+// Checkpoint::tensor) from this process's resident memory, once its values have been copied
+// where they are needed: loading a model then holds the model plus one tensor's pages, not the
+// model plus the whole file. Touching the tensor again reads the file again, so an in-place
+// change made to it (or to another view of the same bytes) is lost. Any other tensor is left
+// alone.
+void release_mapped_pages(const at::Tensor& tensor);
+
 // A checkpoint directory (or a single file): model.safetensors, or the shards listed in
 // model.safetensors.index.json, or every *.safetensors in the directory.
 class Checkpoint {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/nn/parameter_init.h"
 
 namespace mm {
 
@@ -13,10 +14,13 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias)
   MM_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got in=", in_features,
            " out=", out_features);
   weight = register_parameter("weight", torch::empty({out_features, in_features}));
+  if (bias) this->bias = register_parameter("bias", torch::empty({out_features}));
+  if (parameter_init_skipped()) return;  // a checkpoint overwrites both next
   torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias) {
     const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-    this->bias = register_parameter("bias", torch::empty({out_features}).uniform_(-bound, bound));
+    torch::NoGradGuard no_grad;
+    this->bias.uniform_(-bound, bound);
   }
 }
 

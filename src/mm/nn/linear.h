@@ -12,6 +12,7 @@ namespace mm {
 class LinearImpl : public torch::nn::Module {
  public:
   // weight [out, in] initialized as torch::nn::Linear does (kaiming_uniform a=sqrt(5)); bias [out].
+  // Both uninitialised under SkipParameterInit (parameter_init.h).
   LinearImpl(int64_t in_features, int64_t out_features, bool bias);
 
   // x: [..., in] -> [..., out]: linear(x, weight, bias), plus, with an adapter,

@@ -1,5 +1,6 @@
 #include "mm/nn/weights.h"
 
+#include <c10/core/DefaultDtype.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -29,6 +30,12 @@ std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn
   for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value());
   return out;
 }
+
+DefaultDtypeGuard::DefaultDtypeGuard(torch::Dtype dtype) : previous_(c10::get_default_dtype()) {
+  c10::set_default_dtype(caffe2::TypeMeta::fromScalarType(dtype));
+}
+
+DefaultDtypeGuard::~DefaultDtypeGuard() { c10::set_default_dtype(previous_); }
 
 void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
                   const WeightLoadOptions& options) {
@@ -60,6 +67,7 @@ void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::st
       continue;
     }
     it->second.copy_(tensor);
+    release_mapped_pages(tensor);
     MM_CHECK(loaded.insert(name).second, source, ": two checkpoint tensors map to ", name);
   }
   std::vector<std::string> missing;

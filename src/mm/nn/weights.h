@@ -2,6 +2,7 @@
 // declares must be in the checkpoint with exactly its shape; anything left over in the
 // checkpoint is an error too, so a wrong architecture never loads silently.
 #pragma once
+#include <c10/util/typeid.h>
 #include <torch/nn/module.h>
 
 #include <functional>
@@ -20,12 +21,31 @@ struct WeightLoadOptions {
   std::vector<std::string> optional;
 };
 
+// Floating tensors created without an explicit dtype while this guard lives are `dtype`:
+// a model built inside it for loading in bf16 never exists in fp32 first (which would need twice
+// its bf16 memory at the peak). libtorch's default dtype is process-wide: hold it only while
+// building a model, on the one thread that creates tensors then, and give every tensor that
+// must stay fp32 (rotary frequencies) its dtype explicitly.
+class DefaultDtypeGuard {
+ public:
+  explicit DefaultDtypeGuard(torch::Dtype dtype);
+  ~DefaultDtypeGuard();
+  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
+  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
+
+ private:
+  caffe2::TypeMeta previous_;
+};
+
 // Copies every parameter and buffer of `module` from `checkpoint` (converting to the module's
-// dtype). Throws mm::Error listing missing, unexpected and mis-shaped tensors by name.
+// dtype and device), one tensor at a time, dropping each source tensor's mapped file pages
+// from memory once copied (release_mapped_pages). Throws mm::Error listing missing, unexpected
+// and mis-shaped tensors by name.
 void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
                   const WeightLoadOptions& options = {});
 
-// The same from tensors by name; `source` names them in errors (a file, a checkpoint directory).
+// The same from tensors by name (views of mapped files are released as above); `source` names
+// them in errors (a file, a checkpoint directory).
 void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                   const std::string& source, const WeightLoadOptions& options = {});
 

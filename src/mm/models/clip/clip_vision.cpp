@@ -6,6 +6,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/safetensors.h"
+#include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
 
 namespace mm {
@@ -38,7 +39,7 @@ CLIPVisionEmbeddingsImpl::CLIPVisionEmbeddingsImpl(const CLIPVisionConfig& confi
                                                .stride(config.patch_size)
                                                .bias(false)));
   position_embedding =
-      register_module("position_embedding", torch::nn::Embedding(config.num_positions(), config.hidden_size));
+      register_module("position_embedding", embedding(config.num_positions(), config.hidden_size));
 }
 
 torch::Tensor CLIPVisionEmbeddingsImpl::forward(const torch::Tensor& pixel_values) {
@@ -119,8 +120,8 @@ CLIPVisionModelImpl::CLIPVisionModelImpl(const CLIPVisionConfig& config) : confi
 std::shared_ptr<CLIPVisionModelImpl> CLIPVisionModelImpl::from_pretrained(const std::filesystem::path& dir,
                                                                          torch::ScalarType dtype) {
   MM_CHECK(std::filesystem::is_directory(dir), "CLIP vision from_pretrained: ", dir.string(), " is not a directory");
-  auto model = std::make_shared<CLIPVisionModelImpl>(CLIPVisionConfig::from_file(dir / "config.json"));
-  model->to(dtype);
+  const auto config = CLIPVisionConfig::from_file(dir / "config.json");
+  auto model = build_for_loading(dtype, [&] { return std::make_shared<CLIPVisionModelImpl>(config); });
   WeightLoadOptions options;
   options.checkpoint_to_module = checkpoint_to_module;
   load_weights(*model, Checkpoint::open(dir), options);

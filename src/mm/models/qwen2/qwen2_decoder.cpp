@@ -6,6 +6,7 @@
 
 #include "mm/core/error.h"
 #include "mm/nn/kv_cache.h"
+#include "mm/nn/parameter_init.h"
 
 namespace mm {
 
@@ -92,7 +93,7 @@ torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const Rotar
 }
 
 Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2TextConfig& config) : config_(config) {
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  embed_tokens = register_module("embed_tokens", embedding(config.vocab_size, config.hidden_size));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(Qwen2DecoderLayer(config, i));
   norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps));

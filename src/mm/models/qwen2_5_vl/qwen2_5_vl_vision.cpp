@@ -32,7 +32,9 @@ torch::Tensor Qwen2_5_VisionPatchEmbedImpl::forward(const torch::Tensor& pixel_v
   MM_CHECK(pixel_values.dim() == 2 && pixel_values.size(1) == patch_dim,
            "Qwen2.5-VL vision: pixel_values must be [num_patches, ", patch_dim,
            "] (in_channels * temporal_patch_size * patch_size^2), got ", pixel_values.sizes());
-  return torch::matmul(pixel_values.to(w.scalar_type()), w.reshape({w.size(0), patch_dim}).t());
+  const auto patches = pixel_values.to(w.scalar_type());
+  if (!patches.is_cpu() || matmul_on_cpu) return torch::matmul(patches, w.reshape({w.size(0), patch_dim}).t());
+  return proj->forward(patches.reshape({-1, w.size(1), w.size(2), w.size(3), w.size(4)})).view({-1, w.size(0)});
 }
 
 Qwen2_5_VLVisionAttentionImpl::Qwen2_5_VLVisionAttentionImpl(const Qwen2_5_VLVisionConfig& c)

@@ -27,10 +27,12 @@ namespace mm {
 
 class VarlenSegments;
 
-// Conv3d with kernel == stride over one flattened patch, computed as a matmul on the flattened
-// patch (transformers' fusion_config "patch_embeddings"): the same sum, but Conv3d with this
-// shape is several times slower on CPU and pathologically slow on some cuDNN versions. In bf16
-// it rounds differently from the Conv3d (within the reference's own bf16 error).
+// Conv3d with kernel == stride over one flattened patch. On the CPU it runs as the reference's
+// Conv3d, so bf16 rounds exactly as transformers does (a matmul gives the same sum but rounds
+// about 2 elements in 10^4 one ulp apart, and 32 vision blocks amplify that into different bf16
+// answers at real sizes). On CUDA it runs as a matmul on the flattened patch (transformers'
+// fusion_config "patch_embeddings"): Conv3d with this shape is pathologically slow on some cuDNN
+// versions, and GPU bf16 kernels differ from the reference's anyway.
 // Parameter: proj.weight [hidden, in_channels, temporal_patch_size, patch_size, patch_size].
 class Qwen2_5_VisionPatchEmbedImpl : public torch::nn::Module {
  public:
@@ -39,6 +41,9 @@ class Qwen2_5_VisionPatchEmbedImpl : public torch::nn::Module {
   // dtype (cast to the weight's) -> [num_patches, hidden].
   torch::Tensor forward(const torch::Tensor& pixel_values);
   torch::nn::Conv3d proj{nullptr};
+  // The CUDA path's matmul on the CPU too: its CPU twin, which the tests prove against
+  // transformers' fused patch embedding.
+  bool matmul_on_cpu = false;
 };
 TORCH_MODULE(Qwen2_5_VisionPatchEmbed);
 

@@ -13,6 +13,7 @@
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
 #include "mm/models/qwen2_vl/qwen2_vl_vision.h"
 #include "mm/models/qwen_vl/qwen_vl_state_dict.h"
+#include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
 
 namespace mm {
@@ -96,8 +97,7 @@ QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrain
   const bool tied = config.text.tie_word_embeddings;
   const auto checkpoint = Checkpoint::open(dir);
   check_block_counts(config, checkpoint, dir);
-  QwenVLForConditionalGeneration result(config);
-  result->to(dtype);
+  auto result = build_for_loading(dtype, [&] { return QwenVLForConditionalGeneration(config); });
   WeightLoadOptions options;
   options.checkpoint_to_module = [tied](const std::string& name) { return qwen_vl_module_name(name, tied); };
   load_weights(*result, checkpoint, options);

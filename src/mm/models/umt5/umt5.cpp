@@ -7,6 +7,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/safetensors.h"
+#include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
 
 namespace mm {
@@ -45,7 +46,7 @@ UMT5AttentionImpl::UMT5AttentionImpl(const UMT5Config& config) : config_(config)
   v = register_module("v", Linear(config.d_model, inner, false));
   o = register_module("o", Linear(inner, config.d_model, false));
   relative_attention_bias = register_module(
-      "relative_attention_bias", torch::nn::Embedding(config.relative_attention_num_buckets, config.num_heads));
+      "relative_attention_bias", embedding(config.relative_attention_num_buckets, config.num_heads));
 }
 
 torch::Tensor UMT5AttentionImpl::position_bias(int64_t seq, const torch::Device& device) {
@@ -137,15 +138,15 @@ torch::Tensor UMT5StackImpl::forward(const torch::Tensor& embeds, const torch::T
 
 UMT5EncoderModelImpl::UMT5EncoderModelImpl(const UMT5Config& config) : config_(config) {
   config.validate();
-  shared = register_module("shared", torch::nn::Embedding(config.vocab_size, config.d_model));
+  shared = register_module("shared", embedding(config.vocab_size, config.d_model));
   encoder = register_module("encoder", UMT5Stack(config));
 }
 
 std::shared_ptr<UMT5EncoderModelImpl> UMT5EncoderModelImpl::from_pretrained(const std::filesystem::path& dir,
                                                                            torch::ScalarType dtype) {
   MM_CHECK(std::filesystem::is_directory(dir), "umT5 from_pretrained: ", dir.string(), " is not a directory");
-  auto model = std::make_shared<UMT5EncoderModelImpl>(UMT5Config::from_file(dir / "config.json"));
-  model->to(dtype);
+  const auto config = UMT5Config::from_file(dir / "config.json");
+  auto model = build_for_loading(dtype, [&] { return std::make_shared<UMT5EncoderModelImpl>(config); });
   const auto checkpoint = Checkpoint::open(dir);
   // encoder.embed_tokens is tied to shared: saved under either name (or both).
   const bool has_shared = checkpoint.contains("shared.weight");

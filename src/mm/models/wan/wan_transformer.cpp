@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
 #include "mm/models/wan/wan_block.h"
 #include "mm/models/wan/wan_condition_bridge.h"
@@ -34,8 +35,8 @@ WanTransformer3DModelImpl::WanTransformer3DModelImpl(const WanTransformerConfig&
 std::shared_ptr<WanTransformer3DModelImpl> WanTransformer3DModelImpl::from_pretrained(const std::filesystem::path& dir,
                                                                                      torch::ScalarType dtype) {
   MM_CHECK(std::filesystem::is_directory(dir), "Wan transformer from_pretrained: ", dir.string(), " is not a directory");
-  auto model = std::make_shared<WanTransformer3DModelImpl>(WanTransformerConfig::from_file(dir / "config.json"));
-  model->to(dtype);
+  const auto config = WanTransformerConfig::from_file(dir / "config.json");
+  auto model = build_for_loading(dtype, [&] { return std::make_shared<WanTransformer3DModelImpl>(config); });
   {
     torch::NoGradGuard no_grad;
     for (auto& p : model->named_parameters())

@@ -8,6 +8,7 @@
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
+#include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
 
 namespace mm {
@@ -118,8 +119,8 @@ WanVAEImpl::WanVAEImpl(const WanVAEConfig& config) : config_(config) {
 
 std::shared_ptr<WanVAEImpl> WanVAEImpl::from_pretrained(const fs::path& dir, torch::ScalarType dtype) {
   MM_CHECK(fs::is_directory(dir), "Wan VAE from_pretrained: ", dir.string(), " is not a directory");
-  auto model = std::make_shared<WanVAEImpl>(WanVAEConfig::from_file(dir / "config.json"));
-  model->to(dtype);
+  const auto config = WanVAEConfig::from_file(dir / "config.json");
+  auto model = build_for_loading(dtype, [&] { return std::make_shared<WanVAEImpl>(config); });
   load_diffusers_weights(*model, dir);
   model->eval();
   return model;
