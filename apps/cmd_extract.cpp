@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/run_config.h"
 #include "mm/tasks/model_registry.h"
@@ -17,6 +18,7 @@ void add_extract_command(CLI::App& app) {
     std::vector<std::string> overrides;
     ExtractOptions extract;
     int threads = 0;
+    std::string device = "auto";
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -29,8 +31,11 @@ void add_extract_command(CLI::App& app) {
       ->check(key_value_validator());
   cmd->add_option("--shard-size", options->extract.shard_size, "Samples per shard file")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
+  cmd->add_option("--device", options->device, "Where the VAE and the text encoder run: auto (a GPU when there is one), cpu, cuda or cuda:N")
+      ->capture_default_str();
   cmd->callback([options] {
     if (options->threads > 0) torch::set_num_threads(options->threads);
+    options->extract.device = resolve_device(options->device, "--device");
     const auto root = load_run_config(options->config, options->overrides);
     const ModelSpec& spec = model_spec_of_run_config(root, options->config);
     MM_CHECK(spec.extract, options->config, ": task: ", spec.train_task, " (", spec.family,

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/core/progress.h"
@@ -28,6 +29,7 @@ struct VideoInferOptions {
   std::string image;       // image to video: the first frame
   std::string last_image;  // and the last (FLF2V)
   std::string dtype = "fp32";
+  std::string device = "auto";
   std::string transformer = "transformer";  // the pipeline folder holding the DiT to sample with
   double fps = 16;
   int threads = 0;
@@ -62,12 +64,14 @@ void run_t2v(VideoInferOptions& o) {
   encode.fps = o.fps;
   encode.validate();
   check_video_output_path(o.output);
+  const c10::Device device = resolve_device(o.device, "--device");
   const ModelSpec& spec =
       model_spec_of(o.model, {ModelKind::text_to_video, ModelKind::image_to_video}, "mmtrain infer t2v");
   VideoRequest request;
   request.model = o.model;
   request.transformer = o.transformer;
   request.dtype = dtype;
+  request.device = device;
   request.prompt = o.prompt;
   if (!o.image.empty()) request.image = decode_image(o.image);
   if (!o.last_image.empty()) request.last_image = decode_image(o.last_image);
@@ -114,6 +118,7 @@ void add_video_infer_commands(CLI::App& infer) {
                   "The pipeline folder of the DiT to sample with, e.g. transformer_ema of a training run's final/")
       ->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
+  cmd->add_option("--device", options->device, "auto (a GPU when there is one), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
   cmd->callback([options] { run_t2v(*options); });
 }

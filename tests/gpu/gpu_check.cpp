@@ -2,7 +2,8 @@
 //   1. parity: the models and the training step on CUDA equal the CPU path every test proves
 //      against transformers/diffusers (tiny Qwen2.5-VL: logits, 16 greedy tokens, gradients, one
 //      trainer step as one process takes it, through the sharding wrapper on a mesh of one, with
-//      AdamW, and in bf16 autocast; tiny Wan DiT: output and gradients). TF32 is off, so fp32 on
+//      AdamW, and in bf16 autocast; tiny Wan DiT: output and gradients; the tiny Wan text-to-video
+//      pipeline: prompt, guided UniPC sampling, VAE decode). TF32 is off, so fp32 on
 //      the GPU must agree with the CPU to rounding.
 //   2. speed at real tensor shapes (layers truncated to fit): one forward + backward of
 //      Qwen2.5-VL-7B (4 decoder layers, 4 ViT blocks, a 448x448 image and 3840 text tokens) and of
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <unistd.h>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "mm/core/json_config.h"
@@ -28,9 +30,13 @@
 #include "mm/core/safetensors.h"
 #include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/qwen_vl/qwen_vl_sharding.h"
+#include "mm/models/wan/wan_pipeline.h"
+#include "mm/models/wan/wan_pipeline_random.h"
 #include "mm/models/wan/wan_transformer.h"
+#include "mm/nn/weights.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/tasks/generation.h"
+#include "mm/tasks/video_sampling.h"
 #include "mm/tasks/vlm_step.h"
 #include "mm/train/autocast.h"
 #include "mm/train/model_flops.h"
@@ -198,6 +204,65 @@ void wan_parity(const fs::path& source) {
   report("wan_dit.output_and_gradients_fp32",
          b.device() == kCuda && max_abs_diff(a, b) < 1e-4 && grad_diff(*cpu, *gpu) < 1e-4,
          {{"max_abs_diff", max_abs_diff(a, b)}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
+}
+
+// The whole text-to-video pipeline where `mmtrain infer t2v --device` runs it: umT5 prompt
+// embedding, classifier-free guidance over three UniPC steps of the DiT, the VAE decode, on the
+// device against the CPU (a tiny random pipeline from the tiny-synth template, the same seeds).
+void wan_sampling_parity(const fs::path& source) {
+  const auto dir = source / "examples/wan/tiny-synth";
+  const auto make = [&] {
+    mm::WanLoadOptions configs_only;
+    configs_only.text_encoder = configs_only.vae = configs_only.transformer = false;
+    auto model = mm::WanModel::from_pretrained(dir, configs_only);
+    mm::init_frozen_parts_randomly(*model, 5);
+    torch::manual_seed(6);
+    model->transformer = mm::WanTransformer3DModel(mm::WanTransformerConfig::from_file(dir / "transformer/config.json"));
+    model->transformer->eval();
+    return model;
+  };
+  auto cpu = make(), gpu = make();
+  gpu->to(kCuda);
+  mm::VideoSamplingOptions o;
+  o.frames = 5;
+  o.height = o.width = 32;
+  o.steps = 3;
+  o.guidance = 3.0;
+  o.negative_prompt = "blurry";
+  o.max_sequence_length = 16;
+  const auto a = mm::sample_text_to_video(*cpu, {"a red ball rolls"}, o);
+  const auto b = mm::sample_text_to_video(*gpu, {"a red ball rolls"}, o);
+  const double latent_diff = max_abs_diff(a.latents, b.latents), video_diff = max_abs_diff(a.video, b.video);
+  const double scale = a.latents.abs().max().item<double>();
+  report("wan_pipeline.t2v_sampling_fp32",
+         gpu->device() == kCuda && b.video.device().is_cpu() && latent_diff < 1e-4 * scale && video_diff < 1e-4,
+         {{"latents_max_abs_diff", latent_diff}, {"latents_max_abs", scale}, {"video_max_abs_diff", video_diff}});
+}
+
+// from_pretrained straight onto the device (`infer --device`, `infer t2v --device`): a checkpoint
+// written from a random tiny Wan DiT loads in bf16 on the device, every tensor equal to the
+// source's cast (the fp32-kept ones in fp32), and on the device.
+void load_on_device(const fs::path& source) {
+  const auto tiny = source / "examples/wan/tiny-synth/transformer";
+  torch::manual_seed(8);
+  mm::WanTransformer3DModel model(mm::WanTransformerConfig::from_file(tiny / "config.json"));
+  const auto dir = fs::temp_directory_path() / ("mm_gpu_check_load_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(tiny / "config.json", dir / "config.json");
+  mm::save_safetensors(dir / "diffusion_pytorch_model.safetensors", mm::named_weights(*model));
+  const auto loaded = mm::WanTransformer3DModelImpl::from_pretrained(dir, torch::kBFloat16, kCuda);
+  fs::remove_all(dir);
+  std::map<std::string, torch::Tensor> source_weights;
+  for (const auto& [name, tensor] : mm::named_weights(*model)) source_weights[name] = tensor;
+  bool on_device = true, equal = true;
+  int64_t tensors = 0;
+  for (const auto& [name, tensor] : mm::named_weights(*loaded)) {
+    on_device = on_device && tensor.device() == kCuda;
+    equal = equal && torch::equal(tensor.cpu(), source_weights.at(name).to(tensor.scalar_type()));
+    ++tensors;
+  }
+  report("load.wan_dit_bf16_on_device", on_device && equal && tensors > 0, {{"tensors", tensors}});
 }
 
 // What a GPU run's checkpoint takes from the device: every generator's state (a resumed run draws
@@ -371,6 +436,8 @@ int main(int argc, char** argv) {
   };
   run("qwen2_5_vl", qwen_parity);
   run("wan_dit", [&] { wan_parity(source); });
+  run("wan_pipeline", [&] { wan_sampling_parity(source); });
+  run("load", [&] { load_on_device(source); });
   run("checkpoint_pieces", checkpoint_pieces);
   // The benchmarks' model FLOPs per step (what MFU divides), printed by the dry run too.
   run("bench.model_flops", [&] {

@@ -292,4 +292,15 @@ TEST(CliNewUser, DevicesAreCheckedBeforeAnythingLoads) {
                               " --prompt hi --device cuda:1");
   EXPECT_EQ(s3, 1) << o3;
   EXPECT_NE(o3.find("--device: 'cuda:1' needs a CUDA GPU"), std::string::npos) << o3;
+  // The video commands too: sampling, and extracting features (nothing written in either case).
+  const auto dir = mm::testing::temp_dir("video_devices");
+  auto [s4, o4] = run_command(kMmtrain + " infer t2v --model " + (kSourceDir / "examples/wan/tiny-synth").string() +
+                              " --prompt x --device cuda -o " + (dir / "x.mp4").string());
+  EXPECT_EQ(s4, 1) << o4;
+  EXPECT_NE(o4.find("--device: 'cuda' needs a CUDA GPU"), std::string::npos) << o4;
+  auto [s5, o5] = run_command(kMmtrain + " extract " + (kSourceDir / "examples/wan/t2v_synth.yaml").string() +
+                              " --device cuda --out " + (dir / "features").string());
+  EXPECT_EQ(s5, 1) << o5;
+  EXPECT_NE(o5.find("--device: 'cuda' needs a CUDA GPU"), std::string::npos) << o5;
+  EXPECT_FALSE(fs::exists(dir / "x.mp4") || fs::exists(dir / "features"));
 }

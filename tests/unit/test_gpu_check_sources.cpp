@@ -1,11 +1,20 @@
 // `./mm gpu-check` builds tests/gpu/gpu_check.cpp on the GPU machine from a fixed list of library
 // sources (tests/gpu/CMakeLists.txt: that machine lacks the Debian packages the full library
 // links). A file the check reaches but the list lacks is a link error found only where a GPU is
-// lent; this test finds it in every build: it follows gpu_check.cpp's includes ("mm/..." and
-// "unit/...") and requires the .cpp beside every header it reaches to be in the list.
+// lent; these tests find it in every build: one follows gpu_check.cpp's includes ("mm/..." and
+// "unit/...") and requires the .cpp beside every header it reaches to be in the list; the other
+// links the list as that machine does, from this build's object files, which also finds a
+// definition in a file of another name (html_unescape.h's html5_entity, in html5_entities.cpp)
+// and a listed file nothing needs.
+#include <cxxabi.h>
+
+#include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "testing.h"
 
@@ -69,6 +78,62 @@ TEST(GpuCheck, ItsSourceListHoldsEverySourceItsIncludesReach) {
   for (const auto& source : needed)
     EXPECT_TRUE(listed.count(source)) << source << " is reached from tests/gpu/gpu_check.cpp but missing from "
                                       << "MM_GPU_SOURCES in tests/gpu/CMakeLists.txt";
-  for (const auto& source : listed)
-    EXPECT_TRUE(needed.count(source)) << source << " is listed in tests/gpu/CMakeLists.txt but not reached";
+}
+
+// The symbols of an object file by `nm -P`: defined ones, and undefined ones (type U).
+struct ObjectSymbols {
+  std::set<std::string> defined, undefined;
+};
+
+ObjectSymbols symbols_of(const fs::path& object) {
+  ObjectSymbols out;
+  const std::string command = "nm -P --no-sort '" + object.string() + "' 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  if (!pipe) return out;
+  char line[8192];
+  while (std::fgets(line, sizeof line, pipe.get())) {
+    std::istringstream fields(line);
+    std::string name, type;
+    if (!(fields >> name >> type) || type.size() != 1) continue;
+    (type == "U" ? out.undefined : out.defined).insert(name);
+  }
+  return out;
+}
+
+std::string demangled(const std::string& name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && text ? std::string(text.get()) : name;
+}
+
+TEST(GpuCheck, ItsSourceListLinksAndHoldsNothingUnneeded) {
+  const fs::path build = fs::path(MM_TEST_GOLDEN_DIR).parent_path();
+  std::map<std::string, ObjectSymbols> objects;
+  objects["tests/gpu/gpu_check.cpp"] = symbols_of(build / "tests/CMakeFiles/gpu_check.dir/gpu/gpu_check.cpp.o");
+  for (const auto& source : listed_sources()) {
+    const auto object = build / "CMakeFiles/mmtrain_lib.dir" / (source + ".o");
+    ASSERT_TRUE(fs::exists(object)) << object << ": the object of a listed source is not in this build";
+    objects[source] = symbols_of(object);
+  }
+  ASSERT_GT(objects["tests/gpu/gpu_check.cpp"].undefined.size(), 100u) << "nm read nothing";
+  // Symbols of namespace mm (functions, methods, vtables, typeinfo): what only our sources define.
+  static const std::regex in_mm("^_Z(T[VIS])?N?K?2mm");
+  std::set<std::string> defined, undefined;
+  for (const auto& [source, symbols] : objects) {
+    defined.insert(symbols.defined.begin(), symbols.defined.end());
+    undefined.insert(symbols.undefined.begin(), symbols.undefined.end());
+  }
+  std::vector<std::string> missing;
+  for (const auto& name : undefined)
+    if (std::regex_search(name, in_mm) && !defined.count(name)) missing.push_back(demangled(name));
+  EXPECT_TRUE(missing.empty()) << missing.size() << " symbols of namespace mm stay undefined when gpu_check links "
+                               << "MM_GPU_SOURCES (tests/gpu/CMakeLists.txt), e.g. " << missing.front()
+                               << ": list the source that defines them";
+  for (const auto& [source, symbols] : objects) {
+    if (source == "tests/gpu/gpu_check.cpp") continue;
+    // An object never lists its own definitions as undefined, so `undefined` holds others' needs.
+    bool used = false;
+    for (const auto& name : symbols.defined) used = used || undefined.count(name) > 0;
+    EXPECT_TRUE(used) << source << " is listed in tests/gpu/CMakeLists.txt but nothing there needs it";
+  }
 }

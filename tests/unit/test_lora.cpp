@@ -60,9 +60,9 @@ TEST(Linear, BuildingForLoadingDrawsNoRandomNumbers) {
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
 
   torch::manual_seed(11);
-  auto [layer, conv] = build_for_loading(torch::kBFloat16, [] {
-    return std::make_pair(Linear(64, 32, true), torch::nn::Conv3d(torch::nn::Conv3dOptions(3, 8, 2)));
-  });
+  auto layer = build_for_loading(torch::kBFloat16, torch::kCPU, [] { return Linear(64, 32, true); });
+  auto conv = build_for_loading(torch::kBFloat16, torch::kCPU,
+                                [] { return torch::nn::Conv3d(torch::nn::Conv3dOptions(3, 8, 2)); });
   EXPECT_FALSE(parameter_init_skipped());
   EXPECT_EQ(c10::get_default_dtype_as_scalartype(), torch::kFloat32);
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected));

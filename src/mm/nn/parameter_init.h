@@ -49,14 +49,20 @@ class KeepCpuRandomState {
 
 // What every from_pretrained builds its model with: `make()` run directly in `dtype`
 // (DefaultDtypeGuard: never in fp32 first), without random initialisation (the strict
-// load_weights that must follow fills every parameter once), and leaving the random stream as it
-// was (loading a model never shifts a seeded run's draws).
+// load_weights that must follow fills every parameter once), leaving the random stream as it was
+// (loading a model never shifts a seeded run's draws), then moved to `device` while its host
+// memory is still untouched: the load writes each tensor once, on its device, and the host holds
+// no copy of the model, only the mapped file's pages of the tensor being copied.
 template <typename Make>
-auto build_for_loading(torch::Dtype dtype, Make&& make) {
-  KeepCpuRandomState random_stream;
-  DefaultDtypeGuard in_dtype(dtype);
-  SkipParameterInit overwritten_next;
-  return make();
+auto build_for_loading(torch::Dtype dtype, const c10::Device& device, Make&& make) {
+  auto module = [&] {
+    KeepCpuRandomState random_stream;
+    DefaultDtypeGuard in_dtype(dtype);
+    SkipParameterInit overwritten_next;
+    return make();
+  }();
+  if (!device.is_cpu()) module->to(device);
+  return module;
 }
 
 }  // namespace mm

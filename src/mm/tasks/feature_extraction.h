@@ -3,6 +3,8 @@
 // the clips. Latents are the VAE posterior's mean (its mode), normalized as training uses them,
 // so training from features equals training from the clips. Resumable after an interruption.
 #pragma once
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -17,6 +19,7 @@ struct ExtractOptions {
   int64_t shard_size = 64;           // samples per shard file
   int64_t max_sequence_length = 512; // text tokens, as the pipeline's prompt embedding
   bool fail_on_error = false;        // a clip that cannot be decoded: skip and count, or throw
+  c10::Device device = c10::kCPU;    // where the VAE and the text encoder run (features land on disk alike)
 };
 
 struct ExtractSummary {

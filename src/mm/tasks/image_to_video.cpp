@@ -174,9 +174,9 @@ WanImageConditioning prepare_image_conditioning(WanModel& model, const at::Tenso
     if (last_image.defined()) parts.push_back(out.last_image.unsqueeze(2));
   }
   const auto video = at::cat(parts, 2);
-  const auto vae_dtype = model.vae->parameters().front().scalar_type();
+  const auto vae_weight = model.vae->parameters().front();
   // retrieve_latents(sample_mode="argmax"): the mean; normalized in float32 as the pipeline does.
-  const auto mean = model.vae->encode(video.to(vae_dtype)).mean.to(at::kFloat);
+  const auto mean = model.vae->encode(video.to(vae_weight.device(), vae_weight.scalar_type())).mean.to(at::kFloat);
   const auto latent = model.vae->normalize_latents(mean).to(at::kFloat).repeat({batch, 1, 1, 1, 1});
   if (expand) {
     out.condition = latent;
@@ -184,7 +184,7 @@ WanImageConditioning prepare_image_conditioning(WanModel& model, const at::Tenso
   }
   // The frame mask: 1 on the given pixel frames, the first repeated t times so that the F + t - 1
   // entries fold into t channels of T' latent frames.
-  auto mask = at::zeros({batch, 1, frames, lh, lw}, at::kFloat);
+  auto mask = at::zeros({batch, 1, frames, lh, lw}, latent.options());
   mask.select(2, 0).fill_(1);
   if (last_image.defined()) mask.select(2, frames - 1).fill_(1);
   const auto first = mask.narrow(2, 0, 1).repeat_interleave(t, 2);

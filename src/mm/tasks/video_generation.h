@@ -16,6 +16,7 @@ struct VideoRequest {
   std::filesystem::path model;              // the pipeline directory
   std::string transformer = "transformer";  // its folder holding the DiT to sample with
   at::ScalarType dtype = at::kFloat;        // weights and compute
+  c10::Device device = c10::kCPU;           // where every part of the pipeline runs
   std::string prompt;
   at::Tensor image;       // [H, W, 3] uint8 first frame (image to video), or undefined
   at::Tensor last_image;  // the last frame (first-last-frame models), or undefined

@@ -70,26 +70,29 @@ SampledVideo sample(WanModel& model, const at::Tensor& text, const at::Tensor& n
   torch::NoGradGuard no_grad;
   const auto batch = text.size(0);
   const auto shape = latent_shape(model, batch, o, image != nullptr);
+  // Everything runs where the transformer is; the noise is drawn on the CPU from the seed (as the
+  // pipeline does with a CPU generator), so a seed gives the same video on every device.
+  const auto device = model.transformer->parameters().front().device();
   at::Tensor latents;
   if (initial_latents.defined()) {
     MM_CHECK(initial_latents.sizes() == at::IntArrayRef(shape), "initial latents must be ", at::IntArrayRef(shape),
              ", got ", initial_latents.sizes());
-    latents = initial_latents.to(at::kFloat);
+    latents = initial_latents.to(device, at::kFloat);
   } else {
     auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-    latents = at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+    latents = at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat)).to(device);
   }
   const bool expand = model.config.expand_timesteps;
-  const auto mask = expand ? first_frame_mask(shape, image != nullptr) : at::Tensor();
+  const auto mask = expand ? first_frame_mask(shape, image != nullptr).to(device) : at::Tensor();
   at::Tensor condition, image_embeds;
   const auto dtype = model.transformer->parameters().front().scalar_type();
   if (image) {
-    condition = image->condition.to(at::kFloat);
+    condition = image->condition.to(device, at::kFloat);
     const auto expected = expand ? std::vector<int64_t>{batch, shape[1], 1, shape[3], shape[4]}
                                  : std::vector<int64_t>{batch, 4 + shape[1], shape[2], shape[3], shape[4]};
     MM_CHECK(condition.sizes() == at::IntArrayRef(expected), "the image condition must be ", at::IntArrayRef(expected),
              " for these options, got ", condition.sizes());
-    if (image->image_embeds.defined()) image_embeds = image->image_embeds.repeat({batch, 1, 1}).to(dtype);
+    if (image->image_embeds.defined()) image_embeds = image->image_embeds.repeat({batch, 1, 1}).to(device, dtype);
   }
   // The transformer input: the latents with the image latent over frame 0, or the condition
   // channels appended.
@@ -100,7 +103,7 @@ SampledVideo sample(WanModel& model, const at::Tensor& text, const at::Tensor& n
   auto sampler = make_flow_sampler(model.dir / "scheduler" / "scheduler_config.json");
   sampler->set_timesteps(o.steps);
   const auto timesteps = sampler->timesteps();
-  const auto cond = text.to(dtype), uncond = guided ? negative_text.to(dtype) : at::Tensor();
+  const auto cond = text.to(device, dtype), uncond = guided ? negative_text.to(device, dtype) : at::Tensor();
   for (int64_t i = 0; i < timesteps.size(0); ++i) {
     const auto t = timesteps[i];
     const double t_value = t.item<double>();
@@ -108,7 +111,7 @@ SampledVideo sample(WanModel& model, const at::Tensor& text, const at::Tensor& n
     const bool low_noise = model.guidance_switches() && t_value < model.boundary_timestep();
     const double guidance = low_noise ? o.guidance_2.value_or(o.guidance) : o.guidance;
     const auto input = model_input(latents).to(dtype);
-    const auto timestep = timestep_input(model, t, latents, mask);
+    const auto timestep = timestep_input(model, t.to(device), latents, mask);
     auto prediction = predictor->forward(input, timestep, cond, image_embeds);
     if (guided) {  // the unconditional pass keeps the image (only the text is negated)
       const auto unconditional = predictor->forward(input, timestep, uncond, image_embeds);
@@ -119,11 +122,11 @@ SampledVideo sample(WanModel& model, const at::Tensor& text, const at::Tensor& n
   }
   if (image && expand) latents = model_input(latents);
   SampledVideo out;
-  out.latents = latents;
-  const auto vae_dtype = model.vae->parameters().front().scalar_type();
-  const auto raw = model.vae->denormalize_latents(latents.to(vae_dtype));
+  out.latents = latents.to(at::kCPU);
+  const auto vae_weight = model.vae->parameters().front();
+  const auto raw = model.vae->denormalize_latents(latents.to(vae_weight.device(), vae_weight.scalar_type()));
   const auto decoded = o.tiled_decode ? model.vae->tiled_decode(raw, o.tiling) : model.vae->decode(raw);
-  out.video = (decoded.to(at::kFloat) * 0.5 + 0.5).clamp(0, 1);
+  out.video = (decoded.to(at::kFloat) * 0.5 + 0.5).clamp(0, 1).to(at::kCPU);
   return out;
 }
 

@@ -46,8 +46,8 @@ struct VideoSamplingOptions {
 };
 
 struct SampledVideo {
-  at::Tensor latents;  // [B, z, T', H', W'] float32: the final latents (normalized space)
-  at::Tensor video;    // [B, 3, F, H, W] float32 in [0, 1] (the pipeline's "np" output, channels first)
+  at::Tensor latents;  // [B, z, T', H', W'] float32 on the CPU: the final latents (normalized space)
+  at::Tensor video;    // [B, 3, F, H, W] float32 in [0, 1] on the CPU (the pipeline's "np" output, channels first)
 };
 
 // Called after every step with (step index, steps), e.g. for a progress bar.

@@ -74,8 +74,8 @@ class VideoTrainingData : public TrainingData {
         latents.push_back(features_->latents(i));
         text.push_back(features_->text(i));
       }
-      out->latents = at::stack(latents);
-      out->text = at::stack(text);
+      out->latents = to_compute_device(at::stack(latents));
+      out->text = to_compute_device(at::stack(text));
       out->indices = *indices;
     } else {
       auto batch = clip_batches_->next();
@@ -124,11 +124,20 @@ class VideoTrainingData : public TrainingData {
   // The features' or the clips' sampler (one of them is used).
   const BucketBatchSampler& sampler() const { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
 
-  // Clips through the frozen VAE (posterior mean, normalized) and umT5, as extraction does.
+  // Host tensors to where the transformer trains: through pinned memory without waiting on a GPU
+  // (the copy is ordered on the stream before the step that reads it), as is on the CPU.
+  at::Tensor to_compute_device(const at::Tensor& host) const {
+    const auto device = model_.transformer->parameters().front().device();
+    if (device.is_cpu()) return host;
+    return host.pin_memory().to(device, /*non_blocking=*/true);
+  }
+
+  // Clips through the frozen VAE (posterior mean, normalized) and umT5, as extraction does, where
+  // those run.
   void encode(const TextVideoBatch& batch, LatentBatch& out) {
     torch::NoGradGuard no_grad;
-    const auto vae_dtype = model_.vae->parameters().front().scalar_type();
-    out.latents = model_.vae->normalize_latents(model_.vae->encode(batch.video.to(vae_dtype)).mean).to(at::kFloat);
+    const auto video = to_compute_device(batch.video).to(model_.vae->parameters().front().scalar_type());
+    out.latents = model_.vae->normalize_latents(model_.vae->encode(video).mean).to(at::kFloat);
     out.text = model_.encode_prompts(batch.captions, config_.model.max_sequence_length);
   }
 
@@ -166,11 +175,8 @@ class VideoTrainingTask : public TrainingTask {
     data_ = std::make_unique<VideoTrainingData>(config, *model_, mesh);
   }
 
-  // Its frozen VAE and umT5, the flow-matching noise and targets are placed on the CPU so far.
-  void to_device(const c10::Device& device) override {
-    fail("train.device: ", device.str(), ": text-to-video training runs on the CPU so far (its frozen VAE and ",
-         "text encoder and the flow-matching targets are not placed on a GPU yet); use train.device: cpu");
-  }
+  // The transformer and the frozen VAE and umT5 (batches follow them in next()).
+  void to_device(const c10::Device& device) override { model_->to(device); }
   torch::nn::Module& module() override { return *model_->transformer; }
   std::vector<ShardUnit> sharding_units() override { return wan_sharding_units(model_->transformer); }
   void set_block_runner(const BlockRunner& runner) override { model_->transformer->block_runner = runner; }
@@ -182,10 +188,12 @@ class VideoTrainingTask : public TrainingTask {
     std::vector<at::Tensor> noise, u;
     for (int64_t j = 0; j < b.samples; ++j) {
       auto generator = sample_generator(config_.train.seed, b.epoch, b.indices[static_cast<size_t>(j)]);
-      noise.push_back(at::randn(b.latents[j].sizes(), generator, b.latents.options()));
+      // Drawn on the CPU from the sample's own generator: the same noise on every device.
+      noise.push_back(at::randn(b.latents[j].sizes(), generator, b.latents.options().device(at::kCPU)));
       u.push_back(sample_timestep_density(config_.flow_matching, 1, generator));
     }
-    const auto target = make_flow_matching_batch(config_.flow_matching, b.latents, at::stack(noise), at::cat(u));
+    const auto target =
+        make_flow_matching_batch(config_.flow_matching, b.latents, at::stack(noise).to(b.latents.device()), at::cat(u));
     const auto prediction = model_->transformer->forward(target.noisy, target.timesteps, b.text);
     return flow_matching_loss(prediction, target) * static_cast<double>(b.samples);
   }

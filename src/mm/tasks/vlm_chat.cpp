@@ -24,9 +24,8 @@ VideoSampling sampling_for(const Qwen2VLPreprocessConfig& config, const VideoOpt
 QwenVLChat::QwenVLChat(const std::filesystem::path& model_dir, torch::Dtype dtype, c10::Device device)
     : tokenizer_(Tokenizer::from_dir(model_dir)),
       processor_(Qwen2VLProcessor::from_pretrained(model_dir)),
-      model_(QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, dtype)) {
+      model_(QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, dtype, device)) {
   // Inputs are prepared on the CPU; the model moves them to its device (generation.cpp).
-  if (!device.is_cpu()) model_->to(device);
   model_->eval();
 }
 

@@ -12,8 +12,12 @@ ExtractSummary extract_wan_features(const VideoTrainConfig& config, const std::s
   WanLoadOptions load;
   load.transformer = false;
   load.text_encoder = load.vae = !config.model.random_frozen;
+  load.device = options.device;
   auto model = WanModel::from_pretrained(config.model.path, load);
-  if (config.model.random_frozen) init_frozen_parts_randomly(*model, config.model.init_seed + 1);
+  if (config.model.random_frozen) {
+    init_frozen_parts_randomly(*model, config.model.init_seed + 1);  // made on the CPU from the seed
+    model->to(options.device);
+  }
   const auto dataset = TextVideoDataset::open(config.data);
   options.max_sequence_length = config.model.max_sequence_length;
   options.fail_on_error = config.data.on_error == OnError::fail;

@@ -41,6 +41,7 @@ SampledVideo generate_wan_video(const VideoRequest& r) {
   WanLoadOptions load;
   load.dtype = r.dtype;
   load.transformer_folder = r.transformer;
+  load.device = r.device;
   auto model = WanModel::from_pretrained(r.model, load);
   MM_CHECK(!r.sampling.guidance_2 || model->transformer_2, "--guidance-2: ", r.model.string(),
            " has one transformer; the low-noise expert's guidance applies to two-expert pipelines (Wan2.2 A14B)");
@@ -49,7 +50,7 @@ SampledVideo generate_wan_video(const VideoRequest& r) {
   const int64_t lower = (std::max<int64_t>(r.sampling.frames, 1) - 1) / t * t + 1;
   MM_CHECK(wan_pixel_frames(*model, r.sampling) == r.sampling.frames, "--frames ", r.sampling.frames,
            ": this pipeline's VAE makes 1 + ", t, "k frames; use ", lower, " or ", lower + t);
-  log::info("loaded ", r.model.string(), " (", r.dtype, ") in ",
+  log::info("loaded ", r.model.string(), " (", r.dtype, ", ", r.device.str(), ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
   const bool i2v = model->config.image_to_video();
   MM_CHECK(!r.last_image.defined() || r.image.defined(), "--last-image: needs --image (the first frame)");

@@ -118,10 +118,10 @@ CLIPVisionModelImpl::CLIPVisionModelImpl(const CLIPVisionConfig& config) : confi
 }
 
 std::shared_ptr<CLIPVisionModelImpl> CLIPVisionModelImpl::from_pretrained(const std::filesystem::path& dir,
-                                                                         torch::ScalarType dtype) {
+                                                                         torch::ScalarType dtype, const c10::Device& device) {
   MM_CHECK(std::filesystem::is_directory(dir), "CLIP vision from_pretrained: ", dir.string(), " is not a directory");
   const auto config = CLIPVisionConfig::from_file(dir / "config.json");
-  auto model = build_for_loading(dtype, [&] { return std::make_shared<CLIPVisionModelImpl>(config); });
+  auto model = build_for_loading(dtype, device, [&] { return std::make_shared<CLIPVisionModelImpl>(config); });
   WeightLoadOptions options;
   options.checkpoint_to_module = checkpoint_to_module;
   load_weights(*model, Checkpoint::open(dir), options);

@@ -106,9 +106,11 @@ TORCH_MODULE(CLIPVisionTransformer);
 class CLIPVisionModelImpl : public torch::nn::Module {
  public:
   explicit CLIPVisionModelImpl(const CLIPVisionConfig& config);
-  // A Hugging Face directory (config.json + safetensors), weights converted to `dtype`; in eval mode.
+  // A Hugging Face directory (config.json + safetensors), weights converted to `dtype` and
+  // written once on `device`; in eval mode.
   static std::shared_ptr<CLIPVisionModelImpl> from_pretrained(const std::filesystem::path& dir,
-                                                              torch::ScalarType dtype = torch::kFloat32);
+                                                              torch::ScalarType dtype = torch::kFloat32,
+                                                              const c10::Device& device = c10::kCPU);
 
   // pixel_values: [batch, num_channels, image_size, image_size] as CLIPImageProcessor makes them.
   CLIPVisionOutput forward(const torch::Tensor& pixel_values);

@@ -39,11 +39,11 @@ FlowMatchingBatch make_flow_matching_batch(const FlowMatchingObjective& objectiv
            latents.sizes());
   MM_CHECK(u.dim() == 1 && u.size(0) == latents.size(0), "flow matching: u must be [batch=", latents.size(0),
            "], got ", u.sizes());
-  const auto table = flow_matching_training_sigmas(objective);
+  const auto table = flow_matching_training_sigmas(objective).to(u.device());
   // (u * N).long() as the scripts do; u < 1 keeps the index in the table (clamped for u == 1 after `mode`).
   const auto index = (u * static_cast<double>(objective.num_train_timesteps)).to(at::kLong).clamp(0, table.size(0) - 1);
   FlowMatchingBatch out;
-  out.sigmas = table.index_select(0, index);
+  out.sigmas = table.index_select(0, index).to(latents.device());  // u may come from a CPU generator
   out.timesteps = out.sigmas * static_cast<double>(objective.num_train_timesteps);
   std::vector<int64_t> shape(static_cast<size_t>(latents.dim()), 1);
   shape[0] = latents.size(0);

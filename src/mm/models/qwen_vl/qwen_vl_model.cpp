@@ -77,7 +77,7 @@ QwenVLForConditionalGenerationImpl::QwenVLForConditionalGenerationImpl(const Qwe
 }
 
 QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrained(
-    const std::filesystem::path& dir, torch::Dtype dtype) {
+    const std::filesystem::path& dir, torch::Dtype dtype, const c10::Device& device) {
   MM_CHECK(std::filesystem::is_directory(dir), "from_pretrained: ", dir.string(), " is not a directory");
   auto config = QwenVLConfig::from_file(dir / "config.json");
   const auto generation_json = dir / "generation_config.json";
@@ -97,7 +97,7 @@ QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrain
   const bool tied = config.text.tie_word_embeddings;
   const auto checkpoint = Checkpoint::open(dir);
   check_block_counts(config, checkpoint, dir);
-  auto result = build_for_loading(dtype, [&] { return QwenVLForConditionalGeneration(config); });
+  auto result = build_for_loading(dtype, device, [&] { return QwenVLForConditionalGeneration(config); });
   WeightLoadOptions options;
   options.checkpoint_to_module = [tied](const std::string& name) { return qwen_vl_module_name(name, tied); };
   load_weights(*result, checkpoint, options);

@@ -51,12 +51,14 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   explicit QwenVLForConditionalGenerationImpl(const QwenVLConfig& config);
 
   // Reads dir/config.json (and eos ids from dir/generation_config.json) and the weights from
-  // model.safetensors or a sharded index, by HF name, converted to `dtype`. Both checkpoint
+  // model.safetensors or a sharded index, by HF name, converted to `dtype`, each tensor written
+  // once on `device` (parameter_init.h build_for_loading). Both checkpoint
   // layouts load: the published one (visual.*, model.layers.*, model.embed_tokens.*, model.norm.*,
   // lm_head.*; also what transformers 5 save_pretrained writes) and the module-tree one
   // (model.visual.*, model.language_model.*). With tied embeddings lm_head.weight may be absent.
   static QwenVLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
-                                                        torch::Dtype dtype = torch::kFloat32);
+                                                        torch::Dtype dtype = torch::kFloat32,
+                                                        const c10::Device& device = c10::kCPU);
 
   // Full forward: logits [batch, seq, vocab].
   torch::Tensor forward(const QwenVLInputs& inputs);

@@ -143,10 +143,10 @@ UMT5EncoderModelImpl::UMT5EncoderModelImpl(const UMT5Config& config) : config_(c
 }
 
 std::shared_ptr<UMT5EncoderModelImpl> UMT5EncoderModelImpl::from_pretrained(const std::filesystem::path& dir,
-                                                                           torch::ScalarType dtype) {
+                                                                           torch::ScalarType dtype, const c10::Device& device) {
   MM_CHECK(std::filesystem::is_directory(dir), "umT5 from_pretrained: ", dir.string(), " is not a directory");
   const auto config = UMT5Config::from_file(dir / "config.json");
-  auto model = build_for_loading(dtype, [&] { return std::make_shared<UMT5EncoderModelImpl>(config); });
+  auto model = build_for_loading(dtype, device, [&] { return std::make_shared<UMT5EncoderModelImpl>(config); });
   const auto checkpoint = Checkpoint::open(dir);
   // encoder.embed_tokens is tied to shared: saved under either name (or both).
   const bool has_shared = checkpoint.contains("shared.weight");

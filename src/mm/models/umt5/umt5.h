@@ -95,9 +95,11 @@ TORCH_MODULE(UMT5Stack);
 class UMT5EncoderModelImpl : public torch::nn::Module {
  public:
   explicit UMT5EncoderModelImpl(const UMT5Config& config);
-  // A Hugging Face directory (config.json + safetensors), weights converted to `dtype`.
+  // A Hugging Face directory (config.json + safetensors), weights converted to `dtype` and
+  // written once on `device`.
   static std::shared_ptr<UMT5EncoderModelImpl> from_pretrained(const std::filesystem::path& dir,
-                                                               torch::ScalarType dtype = torch::kFloat32);
+                                                               torch::ScalarType dtype = torch::kFloat32,
+                                                               const c10::Device& device = c10::kCPU);
 
   // input_ids: [batch, seq] int64; attention_mask: [batch, seq] or undefined (no padding)
   // -> last hidden state [batch, seq, d_model] (padding positions hold values too, as in HF).

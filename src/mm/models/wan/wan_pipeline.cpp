@@ -70,28 +70,31 @@ std::unique_ptr<WanModel> WanModel::from_pretrained(const fs::path& dir, const W
   if (model->config.image_to_video()) check_i2v_channels(dir, model->config, index_file);
   if (options.text_encoder) {
     model->tokenizer = std::make_unique<SentencePieceTokenizer>(SentencePieceTokenizer::from_dir(component(dir, "tokenizer")));
-    model->text_encoder = UMT5EncoderModel(UMT5EncoderModelImpl::from_pretrained(component(dir, "text_encoder"), options.dtype));
+    model->text_encoder = UMT5EncoderModel(
+        UMT5EncoderModelImpl::from_pretrained(component(dir, "text_encoder"), options.dtype, options.device));
     model->text_encoder->eval();
   }
   if (options.vae) {
-    model->vae = WanVAE(WanVAEImpl::from_pretrained(component(dir, "vae"), options.dtype));
+    model->vae = WanVAE(WanVAEImpl::from_pretrained(component(dir, "vae"), options.dtype, options.device));
     model->vae->eval();
   }
   if (options.transformer) {
     model->transformer =
-        WanTransformer3DModel(WanTransformer3DModelImpl::from_pretrained(component(dir, options.transformer_folder), options.dtype));
+        WanTransformer3DModel(WanTransformer3DModelImpl::from_pretrained(component(dir, options.transformer_folder),
+                                                                         options.dtype, options.device));
     model->transformer->eval();
     if (model->config.boundary_ratio) {
       MM_CHECK(lists_component(index, "transformer_2"), index_file.string(),
                ": boundary_ratio is set but there is no transformer_2");
       model->transformer_2 = WanTransformer3DModel(
-          WanTransformer3DModelImpl::from_pretrained(component(dir, "transformer_2"), options.dtype));
+          WanTransformer3DModelImpl::from_pretrained(component(dir, "transformer_2"), options.dtype, options.device));
       model->transformer_2->eval();
     }
   }
   if (model->config.image_to_video() && lists_component(index, "image_encoder") && options.image_encoder) {
     model->image_encoder =
-        CLIPVisionModel(CLIPVisionModelImpl::from_pretrained(component(dir, "image_encoder"), options.dtype));
+        CLIPVisionModel(CLIPVisionModelImpl::from_pretrained(component(dir, "image_encoder"), options.dtype,
+                                                             options.device));
     model->image_encoder->eval();
     MM_CHECK(lists_component(index, "image_processor"), index_file.string(),
              ": image_encoder is listed without image_processor");
@@ -111,6 +114,22 @@ std::unique_ptr<WanModel> WanModel::from_pretrained(const fs::path& dir, const W
   return model;
 }
 
+void WanModel::to(const c10::Device& target) {
+  if (text_encoder) text_encoder->to(target);
+  if (vae) vae->to(target);
+  if (transformer) transformer->to(target);
+  if (transformer_2) transformer_2->to(target);
+  if (image_encoder) image_encoder->to(target);
+}
+
+c10::Device WanModel::device() const {
+  std::vector<torch::Tensor> params;
+  if (transformer) params = transformer->parameters();
+  else if (vae) params = vae->parameters();
+  else if (text_encoder) params = text_encoder->parameters();
+  return params.empty() ? c10::Device(c10::kCPU) : params.front().device();
+}
+
 torch::Tensor WanModel::encode_prompts(const std::vector<std::string>& prompts, int64_t max_sequence_length,
                                        std::vector<int64_t>* lengths) {
   MM_CHECK(tokenizer && text_encoder, dir.string(), ": the text encoder was not loaded");
@@ -118,12 +137,13 @@ torch::Tensor WanModel::encode_prompts(const std::vector<std::string>& prompts, 
   for (const auto& p : prompts) cleaned.push_back(wan_prompt_clean(p));
   const auto batch = tokenizer->encode_batch(cleaned, max_sequence_length);
   const auto shape = std::vector<int64_t>{batch.batch, batch.length};
-  const auto ids = torch::tensor(batch.input_ids, torch::kLong).view(shape);
+  const auto device = text_encoder->parameters().front().device();
+  const auto ids = torch::tensor(batch.input_ids, torch::kLong).view(shape).to(device);
   const auto mask = torch::tensor(batch.attention_mask, torch::kLong).view(shape);
   torch::NoGradGuard no_grad;
-  auto hidden = text_encoder->forward(ids, mask);
+  auto hidden = text_encoder->forward(ids, mask.to(device));
   // The pipeline keeps each prompt's own rows and zeros the rest (padding rows carry values).
-  const auto keep = mask.to(hidden.scalar_type()).unsqueeze(-1);
+  const auto keep = mask.to(device, hidden.scalar_type()).unsqueeze(-1);
   if (lengths) {
     lengths->clear();
     const auto counts = mask.sum(1);
@@ -137,7 +157,7 @@ torch::Tensor WanModel::encode_image(const std::vector<torch::Tensor>& images) {
            ": the image encoder was not loaded (image_encoder/ of a Wan2.1 image-to-video pipeline)");
   const auto pixels = image_processor->preprocess(images);
   torch::NoGradGuard no_grad;
-  return image_encoder->penultimate_hidden_state(pixels);
+  return image_encoder->penultimate_hidden_state(pixels.to(image_encoder->parameters().front().device()));
 }
 
 WanTransformer3DModel& WanModel::transformer_for(double timestep) {

@@ -46,6 +46,8 @@ struct WanLoadOptions {
   // a training run writes beside it (model_index.json need not list it).
   std::string transformer_folder = "transformer";
   bool image_encoder = true;  // image_encoder/ + image_processor/, when the pipeline lists them
+  // Where every loaded part computes (each tensor written once there, from the mapped file).
+  c10::Device device = c10::kCPU;
 };
 
 class WanModel {
@@ -53,16 +55,22 @@ class WanModel {
   // A diffusers Wan pipeline directory. Missing parts named by their folder.
   static std::unique_ptr<WanModel> from_pretrained(const std::filesystem::path& dir, const WanLoadOptions& options = {});
 
+  // Moves every part present to `device` (a pipeline loaded on the CPU, or parts made randomly).
+  void to(const c10::Device& device);
+  // The device of the parts: the transformer's, else the VAE's, else the text encoder's (CPU
+  // when none is loaded).
+  c10::Device device() const;
+
   // The pipeline's prompt embedding: cleaned, tokenized to max_sequence_length (eos added,
   // truncated), encoded, and every position after a prompt's own tokens set to zero.
-  // -> [prompts, max_sequence_length, d_model] in the text encoder's dtype.
+  // -> [prompts, max_sequence_length, d_model] in the text encoder's dtype, on its device.
   // lengths (when given) receives each prompt's token count (eos included).
   torch::Tensor encode_prompts(const std::vector<std::string>& prompts, int64_t max_sequence_length = 512,
                                std::vector<int64_t>* lengths = nullptr);
 
   // Wan2.1-I2V's image tokens (the pipeline's encode_image): each image uint8 [H, W, 3] RGB, as
   // given (the CLIP processor resizes and crops) -> CLIP hidden_states[-2]
-  // [images, 1 + (image_size / patch)^2, hidden] in the image encoder's dtype.
+  // [images, 1 + (image_size / patch)^2, hidden] in the image encoder's dtype, on its device.
   torch::Tensor encode_image(const std::vector<torch::Tensor>& images);
   bool has_image_encoder() const { return static_cast<bool>(image_encoder); }
 

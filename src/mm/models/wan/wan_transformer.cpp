@@ -33,10 +33,10 @@ WanTransformer3DModelImpl::WanTransformer3DModelImpl(const WanTransformerConfig&
 }
 
 std::shared_ptr<WanTransformer3DModelImpl> WanTransformer3DModelImpl::from_pretrained(const std::filesystem::path& dir,
-                                                                                     torch::ScalarType dtype) {
+                                                                                     torch::ScalarType dtype, const c10::Device& device) {
   MM_CHECK(std::filesystem::is_directory(dir), "Wan transformer from_pretrained: ", dir.string(), " is not a directory");
   const auto config = WanTransformerConfig::from_file(dir / "config.json");
-  auto model = build_for_loading(dtype, [&] { return std::make_shared<WanTransformer3DModelImpl>(config); });
+  auto model = build_for_loading(dtype, device, [&] { return std::make_shared<WanTransformer3DModelImpl>(config); });
   {
     torch::NoGradGuard no_grad;
     for (auto& p : model->named_parameters())

@@ -33,9 +33,11 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
 
   // A diffusers directory (config.json + diffusion_pytorch_model*.safetensors). Weights are
   // converted to `dtype`, except those diffusers keeps in fp32 (time_embedder, scale_shift_table,
-  // norm1/2/3; see wan_keeps_fp32). Missing, unexpected or mis-shaped tensors fail by name.
+  // norm1/2/3; see wan_keeps_fp32), each written once on `device`. Missing, unexpected or
+  // mis-shaped tensors fail by name.
   static std::shared_ptr<WanTransformer3DModelImpl> from_pretrained(const std::filesystem::path& dir,
-                                                                    torch::ScalarType dtype = torch::kFloat32);
+                                                                    torch::ScalarType dtype = torch::kFloat32,
+                                                                    const c10::Device& device = c10::kCPU);
 
   // latents: [batch, in_channels, frames, height, width] (each divisible by its patch size);
   // timestep: [batch], or per token [batch, tokens] with tokens = the patch grid's size in

@@ -117,10 +117,10 @@ WanVAEImpl::WanVAEImpl(const WanVAEConfig& config) : config_(config) {
   decoder = register_module("decoder", WanDecoder3d(config));
 }
 
-std::shared_ptr<WanVAEImpl> WanVAEImpl::from_pretrained(const fs::path& dir, torch::ScalarType dtype) {
+std::shared_ptr<WanVAEImpl> WanVAEImpl::from_pretrained(const fs::path& dir, torch::ScalarType dtype, const c10::Device& device) {
   MM_CHECK(fs::is_directory(dir), "Wan VAE from_pretrained: ", dir.string(), " is not a directory");
   const auto config = WanVAEConfig::from_file(dir / "config.json");
-  auto model = build_for_loading(dtype, [&] { return std::make_shared<WanVAEImpl>(config); });
+  auto model = build_for_loading(dtype, device, [&] { return std::make_shared<WanVAEImpl>(config); });
   load_diffusers_weights(*model, dir);
   model->eval();
   return model;

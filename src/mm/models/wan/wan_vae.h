@@ -45,9 +45,11 @@ torch::Tensor wan_unpatchify(const torch::Tensor& x, int64_t patch_size);
 class WanVAEImpl : public torch::nn::Module {
  public:
   explicit WanVAEImpl(const WanVAEConfig& config);
-  // A diffusers VAE directory, weights converted to `dtype`; every tensor must match by name and shape.
+  // A diffusers VAE directory, weights converted to `dtype` and written once on `device`; every
+  // tensor must match by name and shape.
   static std::shared_ptr<WanVAEImpl> from_pretrained(const std::filesystem::path& dir,
-                                                     torch::ScalarType dtype = torch::kFloat32);
+                                                     torch::ScalarType dtype = torch::kFloat32,
+                                                     const c10::Device& device = c10::kCPU);
 
   // video: [B, video_channels (3), 1 + 4k, H, W] in [-1, 1], H and W multiples of
   // spatial_compression -> latents of [B, z_dim, 1 + k * 4 / temporal_compression, H / s, W / s].
