@@ -1,5 +1,6 @@
 #include "mm/core/device.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <dlfcn.h>
 #include <torch/cuda.h>
 
@@ -46,7 +47,12 @@ c10::Device resolve_device(const std::string& name, const std::string& where) {
   int index = cuda_index(name);
   if (index < 0) index = local_rank() % count;
   MM_CHECK(index < count, where, ": '", name, "': only ", count, " CUDA device(s) are visible");
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  // The process's current device (cudaSetDevice, through libtorch's device guard, so the build
+  // needs no CUDA headers): what CUDA work made without an explicit device uses (library
+  // handles, streams, later NCCL's communicators), bound before anything else touches CUDA.
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+  return device;
 }
 
 std::string cuda_device_name(int index) {

@@ -1,7 +1,8 @@
 // Where a command computes: `--device` and `train.device`. "auto" is the GPU when libtorch sees
 // one (the LOCAL_RANK-th, so the ranks of a node take one each), else the CPU; "cpu"; "cuda"
 // (the LOCAL_RANK-th GPU) or "cuda:N". Asking for a GPU that is not there is an error naming
-// `where`, before anything is loaded.
+// `where`, before anything is loaded. Resolving a GPU also makes it the process's current CUDA
+// device, so a rank's work lands on its own GPU even where no device is named.
 #pragma once
 #include <c10/core/Device.h>
 

@@ -37,7 +37,10 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
   MM_CHECK(result.loss_units > 0, "train_step: the step's batches have no ", what_units);
   // Autocast where the parameters are: CPU autocast for a CPU run, CUDA autocast for a GPU one.
   const auto device = params.empty() ? c10::DeviceType::CPU : params.front().device().type();
-  double loss = 0;
+  // The loss sum stays a float64 tensor where the loss is (the same sum the host would make in
+  // double): reading it per micro-batch would make the host wait for the GPU before queueing the
+  // next forward. It is read once, after the backward passes.
+  at::Tensor step_loss;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (dp) {
       dp->set_requires_gradient_sync(i + 1 == counts.size());
@@ -50,14 +53,12 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
     }
     (sum / static_cast<double>(result.loss_units)).backward();
     if (dp) dp->finish_backward();
-    loss += sum.item<double>();
+    const auto part = sum.detach().to(torch::kFloat64);
+    step_loss = step_loss.defined() ? step_loss + part : part;
   }
-  if (dp) {
-    auto total = torch::tensor({loss}, torch::kFloat64);
-    dp->mesh().all_reduce_sum(total);
-    loss = total[0].item<double>();
-  }
-  result.loss = loss / static_cast<double>(result.loss_units);
+  auto total = step_loss.to(torch::kCPU).reshape({1});
+  if (dp) dp->mesh().all_reduce_sum(total);
+  result.loss = total[0].item<double>() / static_cast<double>(result.loss_units);
   result.grad_norm = dp ? dp->clip_grad_norm(options.max_grad_norm) : clip_grad_norm(params, options.max_grad_norm);
   if (dp) result.collective_seconds = dp->take_wait_seconds();
   if (std::isfinite(result.grad_norm))
