@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mm/nn/attention_backend.h"
 #include "mm/tasks/model_registry.h"
 #include "mm_version.h"
 
@@ -13,12 +14,16 @@ namespace mm::cli {
 
 std::string version_string() {
   std::string cuda = "CPU-only libtorch";
+  size_t gpus = 0;
 #ifdef MM_TORCH_CUDA
-  const auto gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  gpus = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   cuda = gpus == 0 ? "CUDA built in, no GPU visible" : "CUDA built in, " + std::to_string(gpus) + " GPU(s) visible";
 #endif
+  // The attention kernel on the device `auto` would pick (the first GPU, else the CPU).
+  const c10::Device device = gpus > 0 ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   return std::string("mmtrain ") + MM_VERSION + " (libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
-         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH) + "; " + cuda + ")";
+         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH) + "; " + cuda +
+         "; attention: " + sdpa_backend(device) + " on " + device.str() + ")";
 }
 
 void add_models_command(CLI::App& app) {

@@ -38,7 +38,7 @@ void add_launch_command(CLI::App& app, std::vector<std::string> worker_args);
 std::vector<std::string> take_launch_worker_args(std::vector<std::string>& args);
 void add_extract_command(CLI::App& app);
 void add_models_command(CLI::App& app);
-// "mmtrain 0.1.0 (libtorch 2.14.1; CUDA built in, 1 GPU(s) visible)"
+// "mmtrain 0.1.0 (libtorch 2.14.1; CUDA built in, 1 GPU(s) visible; attention: flash_attention on cuda:0)"
 std::string version_string();
 // `infer t2v`, a subcommand of `infer`.
 void add_video_infer_commands(CLI::App& infer);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -147,6 +148,10 @@ TEST(CliNewUser, VersionAndSupportedModels) {
   EXPECT_NE(out.find("libtorch"), std::string::npos) << out;
   // Whether this build can use a GPU, and whether it sees one.
   EXPECT_TRUE(out.find("CUDA built in") != std::string::npos || out.find("CPU-only libtorch") != std::string::npos)
+      << out;
+  // And the kernel the models' dense attention runs there (libtorch's SDPA choice).
+  EXPECT_TRUE(std::regex_search(out, std::regex("; attention: (flash_attention|efficient_attention|cudnn_attention|math) "
+                                                "on (cpu|cuda:0)\\)")))
       << out;
   auto [mstatus, models] = run_command(kMmtrain + " models");
   EXPECT_EQ(mstatus, 0);
