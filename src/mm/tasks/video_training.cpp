@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/core/seed_mix.h"
@@ -157,6 +158,7 @@ class VideoTrainingTask : public TrainingTask {
     WanLoadOptions load;
     load.text_encoder = load.vae = !config.from_features() && !m.random_frozen;
     load.transformer = !m.from_scratch;
+    load.device = resolve_device(config.train.device, "train.device");  // straight onto it
     model_ = WanModel::from_pretrained(m.path, load);
     // Random frozen parts are rebuilt even for features (which they made), to be exported.
     if (m.random_frozen) init_frozen_parts_randomly(*model_, m.init_seed + 1);

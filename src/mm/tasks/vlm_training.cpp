@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/models/qwen_vl/qwen_vl_hf_export.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/data/conversation.h"
@@ -27,7 +28,10 @@ namespace {
 QwenVLForConditionalGeneration build_model(const TrainConfig& config) {
   const auto& m = config.model;
   MM_CHECK(fs::is_regular_file(m.path / "config.json"), "model.path: ", m.path.string(), " has no config.json");
-  if (!m.from_scratch) return QwenVLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32);
+  // Loaded straight onto train.device (the trainer's to_device then has nothing to move).
+  if (!m.from_scratch)
+    return QwenVLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32,
+                                                               resolve_device(config.train.device, "train.device"));
   QwenVLForConditionalGeneration model(QwenVLConfig::from_file(m.path / "config.json"));
   init_weights(model, m.init_seed);
   return model;
