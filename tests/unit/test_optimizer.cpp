@@ -226,6 +226,58 @@ TEST(ClipGradNorm, MeasureOnlyAndNonFinite) {
   EXPECT_EQ(mm::clip_grad_norm({torch::zeros({1})}, 1.0), 0.0);
 }
 
+// The step without host reads (train_step): the norm stays a tensor, and found_inf = 1 skips the
+// whole update in both AdamW paths; a later step equals that of an optimizer that never saw the
+// skipped one; found_inf = 0 changes nothing.
+TEST(ClipGradNorm, TensorFormAndFoundInfSkipTheUpdate) {
+  auto p = torch::zeros({2}).set_requires_grad(true);
+  p.mutable_grad() = torch::tensor({3.0f, 4.0f});
+  const auto norm = mm::clip_grad_norm_tensor({p}, 1.0);
+  EXPECT_EQ(norm.dim(), 0);
+  EXPECT_NEAR(norm.item<double>(), 5.0, 1e-6);
+  EXPECT_NEAR(p.grad().norm().item<double>(), 1.0, 1e-5);
+  p.mutable_grad() = torch::tensor({NAN, 1.0f});
+  EXPECT_TRUE(std::isnan(mm::clip_grad_norm_tensor({p}, 1.0).item<double>()));
+  EXPECT_EQ(p.grad()[1].item<float>(), 1.0f);  // left as it was
+
+  for (const bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "single");
+    mm::AdamWConfig config;
+    config.fused = fused;
+    config.weight_decay = 0.1;
+    auto make = [] {
+      torch::manual_seed(3);
+      return mm::NamedParams{{"a", torch::randn({4, 3}).set_requires_grad(true)},
+                             {"b", torch::randn({5}).set_requires_grad(true)}};
+    };
+    auto skipping = make(), plain = make();
+    mm::AdamW with_skip(skipping, config), without(plain, config);
+    auto set_grads = [](mm::NamedParams& ps, int64_t seed) {
+      torch::manual_seed(seed);
+      for (auto& [name, t] : ps) t.mutable_grad() = torch::randn_like(t);
+    };
+    set_grads(skipping, 10);
+    with_skip.step(1e-2, torch::ones({}));  // skipped before any real step
+    with_skip.forget_last_step();
+    EXPECT_EQ(with_skip.steps_taken(), 0);
+    EXPECT_TRUE(torch::equal(skipping[0].second, plain[0].second));
+    for (int64_t step = 0; step < 3; ++step) {
+      set_grads(skipping, 20 + step);
+      set_grads(plain, 20 + step);
+      with_skip.step(1e-2, torch::zeros({}));
+      without.step(1e-2);
+      set_grads(skipping, 99);
+      with_skip.step(1e-2, torch::ones({}));  // skipped: nothing moves
+      with_skip.forget_last_step();
+    }
+    EXPECT_EQ(with_skip.steps_taken(), without.steps_taken());
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(torch::equal(skipping[i].second, plain[i].second)) << i;
+    const auto a = with_skip.state_tensors(), b = without.state_tensors();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
 TEST(Rng, DrawsAfterRestoreEqualDrawsAfterCapture) {
   torch::manual_seed(123);
   (void)torch::rand({7});

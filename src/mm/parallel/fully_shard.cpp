@@ -401,7 +401,7 @@ void FullyShardedModel::finish_backward() {
   for (auto& unit : units_) reshard(unit);
 }
 
-double FullyShardedModel::clip_grad_norm(double max_norm) {
+at::Tensor FullyShardedModel::clip_grad_norm_tensor(double max_norm) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> sharded_grads, replicated_grads;
   for (const auto& unit : units_)
@@ -417,13 +417,14 @@ double FullyShardedModel::clip_grad_norm(double max_norm) {
     wait(shard_group_->allreduce(buffers));
   }
   const auto total = (sharded_sq[0] + squares(replicated_grads)).sqrt();
-  const double norm = total.item<double>();
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const auto coef = at::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+  if (max_norm > 0) {
+    // A non-finite norm gives 1: the grads stay as they are (the step is skipped by found_inf).
+    const auto clipped = at::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+    const auto coef = at::where(at::isfinite(total), clipped, at::ones_like(clipped));
     for (auto* grads : {&sharded_grads, &replicated_grads})
       if (!grads->empty()) at::_foreach_mul_(*grads, coef.to(grads->front().device()));
   }
-  return norm;
+  return total;
 }
 
 NamedTensorList FullyShardedModel::checkpoint_pieces() const {

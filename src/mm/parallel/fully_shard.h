@@ -82,8 +82,10 @@ class FullyShardedModel {
   void finish_backward();
 
   // Global L2 norm of all gradients (each element counted once over the job), and clipping to
-  // max_norm when > 0. Same arithmetic as torch.nn.utils.clip_grad_norm_ up to summation order.
-  double clip_grad_norm(double max_norm);
+  // max_norm when > 0 (a non-finite norm leaves the grads). Same arithmetic as
+  // torch.nn.utils.clip_grad_norm_ up to summation order. A float32 scalar, not read on the host
+  // here (it is on the CPU: the Gloo all-reduce carries host tensors).
+  at::Tensor clip_grad_norm_tensor(double max_norm);
 
   // ---- checkpoints ----
   // How a checkpoint stores each tensor: whole, or cut into `shards` row ranges of

@@ -65,7 +65,7 @@ AdamW::State& AdamW::state_for(size_t i) {
   return state_.emplace(i, std::move(s)).first->second;
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, const at::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
   std::vector<size_t> active;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -76,16 +76,16 @@ void AdamW::step(double lr) {
     MM_CHECK(!g.is_sparse(), "AdamW: grad of ", params_[i].first, " is sparse");
     active.push_back(i);
   }
-  if (config_.fused)
-    step_fused(active, lr);
-  else
-    step_single(active, lr);
   ++steps_taken_;
+  if (config_.fused) return step_fused(active, lr, found_inf);
+  if (found_inf.defined() && found_inf.item<float>() != 0) return;  // the reference loop reads it too
+  step_single(active, lr);
 }
 
 // torch's _fused_adam: tensors grouped by device and dtype (one kernel call each, here also per
-// weight-decay group), steps incremented first, then the kernel.
-void AdamW::step_fused(const std::vector<size_t>& active, double lr) {
+// weight-decay group), steps incremented first, then the kernel, then, with found_inf, the
+// steps decremented by it (the kernel itself leaves everything else when it is 1).
+void AdamW::step_fused(const std::vector<size_t>& active, double lr, const at::Tensor& found_inf) {
   using Key = std::tuple<std::string, int, bool>;
   std::map<Key, std::vector<size_t>> groups;
   for (size_t i : active) {
@@ -104,8 +104,15 @@ void AdamW::step_fused(const std::vector<size_t>& active, double lr) {
     }
     at::_foreach_add_(steps, 1);
     const double wd = std::get<2>(key) ? 0.0 : config_.weight_decay;
+    if (!found_inf.defined()) {
+      at::_fused_adamw_(ps, gs, m, v, {}, steps, lr, config_.beta1, config_.beta2, wd, config_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+      continue;
+    }
+    const auto inf_here = found_inf.to(ps.front().device(), at::kFloat);
     at::_fused_adamw_(ps, gs, m, v, {}, steps, lr, config_.beta1, config_.beta2, wd, config_.eps,
-                      /*amsgrad=*/false, /*maximize=*/false);
+                      /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, inf_here);
+    at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), inf_here));
   }
 }
 

@@ -46,8 +46,13 @@ class AdamW {
   AdamW(NamedParams trainable, AdamWConfig config, std::set<std::string> no_decay_names = {});
 
   // One update with learning rate `lr` from the current .grad() of each parameter. A parameter
-  // whose grad is undefined is skipped (no state change), as torch does.
-  void step(double lr);
+  // whose grad is undefined is skipped (no state change), as torch does. `found_inf` (a float32
+  // scalar, 1 or 0, on any device) skips the whole update where it is 1 without the host reading
+  // it (the fused kernel checks it, as under torch's GradScaler; the per-tensor loop reads it);
+  // the state of a parameter first met then is created with step 0, as torch does.
+  void step(double lr, const at::Tensor& found_inf = {});
+  // Takes the last step back out of steps_taken(), for a step found skipped afterwards.
+  void forget_last_step() { --steps_taken_; }
   void zero_grad();  // drops the grads (set_to_none, torch's default)
 
   int64_t steps_taken() const { return steps_taken_; }
@@ -57,7 +62,8 @@ class AdamW {
 
   // The optimizer state as named tensors (for optimizer.safetensors):
   // "exp_avg.<param>" and "exp_avg_sq.<param>" (param's shape and dtype) and "step.<param>"
-  // (a float32 scalar), for each parameter that has taken at least one step.
+  // (a float32 scalar), for each parameter that has met a step (step 0 when found_inf skipped
+  // every one).
   std::vector<std::pair<std::string, at::Tensor>> state_tensors() const;
   // Replaces the state by a saved one; every tensor is checked by name, shape and completeness
   // (all three per parameter) and a mismatch names it. Copies onto each parameter's device.
@@ -68,7 +74,7 @@ class AdamW {
   struct State {
     at::Tensor exp_avg, exp_avg_sq, step;  // step: float32 scalar on the param's device (fused)
   };                                        // or on the CPU (per-tensor), as torch keeps it
-  void step_fused(const std::vector<size_t>& active, double lr);
+  void step_fused(const std::vector<size_t>& active, double lr, const at::Tensor& found_inf);
   void step_single(const std::vector<size_t>& active, double lr);
   State& state_for(size_t i);
 

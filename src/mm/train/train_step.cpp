@@ -56,16 +56,19 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
     const auto part = sum.detach().to(torch::kFloat64);
     step_loss = step_loss.defined() ? step_loss + part : part;
   }
+  // Clipping and the update are queued without the host reading anything: a non-finite norm
+  // skips the update through found_inf. The loss and the norm are read once, at the end.
+  const auto norm = dp ? dp->clip_grad_norm_tensor(options.max_grad_norm)
+                       : clip_grad_norm_tensor(params, options.max_grad_norm);
+  optimizer.step(lr, at::isfinite(norm).logical_not().to(at::kFloat));
+  optimizer.zero_grad();
   auto total = step_loss.to(torch::kCPU).reshape({1});
   if (dp) dp->mesh().all_reduce_sum(total);
   result.loss = total[0].item<double>() / static_cast<double>(result.loss_units);
-  result.grad_norm = dp ? dp->clip_grad_norm(options.max_grad_norm) : clip_grad_norm(params, options.max_grad_norm);
+  result.grad_norm = norm.item<double>();
+  result.skipped = !std::isfinite(result.grad_norm);
+  if (result.skipped) optimizer.forget_last_step();
   if (dp) result.collective_seconds = dp->take_wait_seconds();
-  if (std::isfinite(result.grad_norm))
-    optimizer.step(lr);
-  else
-    result.skipped = true;
-  optimizer.zero_grad();
   return result;
 }
 
