@@ -1,6 +1,7 @@
 // Qwen2.5-VL parity with transformers 5.17 (tests/reference/qwen2_5_vl_model.py): logits of every
 // case and config within 1e-4, M-RoPE positions exact, both checkpoint layouts and the sharded
-// copy, bf16 no further from fp32 than transformers' bf16, and the errors for broken checkpoints, configs and placeholder counts.
+// copy, bf16 no further from fp32 than transformers' bf16, and the errors for broken checkpoints,
+// configs and placeholder counts.
 #include <algorithm>
 #include <functional>
 #include <fstream>
