@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "mm/core/error.h"
+#include "mm/nn/clip_coefficient.h"
 
 namespace mm::parallel {
 
@@ -418,9 +419,7 @@ at::Tensor FullyShardedModel::clip_grad_norm_tensor(double max_norm) {
   }
   const auto total = (sharded_sq[0] + squares(replicated_grads)).sqrt();
   if (max_norm > 0) {
-    // A non-finite norm gives 1: the grads stay as they are (the step is skipped by found_inf).
-    const auto clipped = at::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
-    const auto coef = at::where(at::isfinite(total), clipped, at::ones_like(clipped));
+    const auto coef = clip_coefficient(total, max_norm);  // 1 for a non-finite norm (found_inf skips the step)
     for (auto* grads : {&sharded_grads, &replicated_grads})
       if (!grads->empty()) at::_foreach_mul_(*grads, coef.to(grads->front().device()));
   }

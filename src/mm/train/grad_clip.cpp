@@ -6,6 +6,8 @@
 #include <map>
 #include <tuple>
 
+#include "mm/nn/clip_coefficient.h"
+
 namespace mm {
 
 at::Tensor clip_grad_norm_tensor(const std::vector<at::Tensor>& params, double max_norm) {
@@ -28,10 +30,7 @@ at::Tensor clip_grad_norm_tensor(const std::vector<at::Tensor>& params, double m
     for (auto& n : at::_foreach_norm(groups[key], 2)) norms.push_back(n.to(first));
   const auto total = at::linalg_vector_norm(at::stack(norms), 2);
   if (max_norm > 0) {
-    // Python's `max_norm / tensor` is Tensor.__rdiv__: reciprocal() * max_norm. A non-finite
-    // norm gives 1: the grads stay as they are, decided on the device.
-    const auto clipped = at::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
-    const auto coef = at::where(at::isfinite(total), clipped, at::ones_like(clipped));
+    const auto coef = clip_coefficient(total, max_norm);
     for (const auto& key : order) {
       auto& grads = groups[key];
       at::_foreach_mul_(grads, coef.to(grads.front().device()));
