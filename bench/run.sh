@@ -91,6 +91,16 @@ echo -n "diffusers tiled / whole, decode RSS: "; ratio "$ref_tiled" "$ref_whole"
 echo -n "tiled, mmtrain / diffusers, peak RSS: "; ratio "$tiled" "$ref_tiled" peak_rss_mb
 echo -n "tiled, mmtrain / diffusers, ms per decode: "; ratio "$tiled" "$ref_tiled" ms_per_decode
 
+echo "== attention over packed samples (Qwen2.5-VL-3B decoder heads: 16 query, 2 KV, head dim 128; 4096 tokens from"
+echo "   6 samples, causal within each), forward + backward, fp32, $THREADS threads: mmtrain (per-length SDPA, and the"
+echo "   dense block mask it used before) vs transformers' packed sdpa path (create_causal_mask + sdpa_attention_forward)"
+segments=$("$BUILD/bench/bench_packed_attention" "$THREADS" 5 segments)
+dense=$("$BUILD/bench/bench_packed_attention" "$THREADS" 5 dense)
+theirs=$("$PY" "$REF/bench_packed_attention.py" "$THREADS" 5)
+echo "$segments"; echo "$dense"; echo "$theirs"
+echo -n "tokens/s, mmtrain segments / transformers: "; ratio "$segments" "$theirs" tokens_per_s
+echo -n "attention RSS, mmtrain segments / transformers (lower is better): "; ratio "$segments" "$theirs" attention_rss_mb
+
 # Real tensor shapes: Qwen2.5-VL-3B's published layer shapes, 4 decoder layers (1.29B parameters,
 # bf16, two shards; make_real_shape_model.py), one 448x336 photo. Each load in a process of its own.
 [ -f "$WORK/real_shape/config.json" ] ||

@@ -42,18 +42,49 @@ std::vector<QwenVLInputs> three_samples() {
   return {tiny_sample(c, 3, 4, 4, 9, 1), tiny_sample(c, 7, 4, 8, 2, 2), tiny_sample(c, 1, 8, 4, 14, 3)};
 }
 
-TEST(PackedAttention, MaskIsBlockDiagonalCausal) {
-  const auto mask = make_packed_causal_mask({0, 2, 5}, torch::kCPU).mask;
-  const auto expected = torch::tensor({1, 0, 0, 0, 0,  //
-                                       1, 1, 0, 0, 0,  //
-                                       0, 0, 1, 0, 0,  //
-                                       0, 0, 1, 1, 0,  //
-                                       0, 0, 1, 1, 1})
-                            .to(torch::kBool)
-                            .view({1, 1, 5, 5});
-  EXPECT_TRUE(torch::equal(mask, expected));
+// The packed decoder attends through segments (linear memory), and that attention equals dense
+// SDPA under the block-diagonal causal mask, with grouped-query heads and in fp64, on segments of
+// equal and of different lengths, adjacent and scattered; the gradients too.
+TEST(PackedAttention, SegmentsEqualABlockDiagonalCausalMask) {
+  const auto mask = make_packed_causal_mask({0, 2, 5}, torch::kCPU);
+  EXPECT_FALSE(mask.mask.defined()) << "no [seq, seq] mask for packed samples";
+  ASSERT_TRUE(mask.segments);
   EXPECT_THROW_MSG(make_packed_causal_mask({0, 3, 3}, torch::kCPU), "increase strictly");
   EXPECT_THROW_MSG(make_packed_causal_mask({1, 3}, torch::kCPU), "start at 0");
+
+  const std::vector<int64_t> cu = {0, 4, 7, 11, 12, 15, 19};  // lengths 4 3 4 1 3 4
+  const int64_t seq = cu.back(), heads = 4, kv_heads = 2, head_dim = 8;
+  torch::manual_seed(5);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto q = torch::randn({seq, heads, head_dim}, opts).requires_grad_(true);
+  auto k = torch::randn({seq, kv_heads, head_dim}, opts).requires_grad_(true);
+  auto v = torch::randn({seq, kv_heads, head_dim}, opts).requires_grad_(true);
+  const double scale = 0.3;
+  const auto upstream = torch::randn({seq, heads, head_dim}, opts);
+
+  const VarlenSegments segments(cu, torch::kCPU);
+  const auto out = segments.attention(q, k, v, scale, /*causal=*/true);
+  const auto grads = torch::autograd::grad({out}, {q, k, v}, {upstream});
+
+  std::vector<int64_t> segment_of;
+  for (size_t i = 1; i < cu.size(); ++i) segment_of.insert(segment_of.end(), cu[i] - cu[i - 1], static_cast<int64_t>(i));
+  const auto seg = torch::tensor(segment_of);
+  const auto pos = torch::arange(seq);
+  const auto allowed = (seg.view({seq, 1}) == seg.view({1, seq})) & (pos.view({1, seq}) <= pos.view({seq, 1}));
+  auto heads_first = [](const torch::Tensor& t) { return t.transpose(0, 1).unsqueeze(0); };
+  const auto dense = at::scaled_dot_product_attention(heads_first(q), heads_first(k), heads_first(v),
+                                                      allowed.view({1, 1, seq, seq}), 0.0, false, scale,
+                                                      /*enable_gqa=*/true)[0]
+                         .transpose(0, 1);
+  const auto dense_grads = torch::autograd::grad({dense}, {q, k, v}, {upstream});
+  EXPECT_LT(max_abs_diff(out, dense), 1e-12);
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_abs_diff(grads[i], dense_grads[i]), 1e-12) << "gradient " << i;
+  // Non-causal (the vision towers' windows) is the same mask without the triangle.
+  const auto full = segments.attention(q, k, v, scale, /*causal=*/false);
+  const auto dense_full = at::scaled_dot_product_attention(
+      heads_first(q), heads_first(k), heads_first(v), (seg.view({seq, 1}) == seg.view({1, seq})).view({1, 1, seq, seq}),
+      0.0, false, scale, /*enable_gqa=*/true)[0].transpose(0, 1);
+  EXPECT_LT(max_abs_diff(full, dense_full), 1e-12);
 }
 
 TEST(PackedAttention, LogitsEqualUnpacked) {

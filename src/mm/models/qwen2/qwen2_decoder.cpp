@@ -17,8 +17,8 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
   if (!padded) {
     // Without padding SDPA's own masking suffices: upper-left causal alignment equals ours when
     // there is no prefix, and a single new token sees everything.
-    if (past == 0) return {{}, true};
-    if (q_len == 1) return {{}, false};
+    if (past == 0) return {{}, true, nullptr};
+    if (q_len == 1) return {{}, false, nullptr};
   } else {
     MM_CHECK(padding_mask.dim() == 2 && padding_mask.size(1) == kv_len, "attention_mask must be [batch, ",
              kv_len, "] (cached + new positions), got ", padding_mask.sizes());
@@ -32,22 +32,18 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
     auto self = (kv_pos.view({1, kv_len}) == q_pos.view({q_len, 1})).view({1, 1, q_len, kv_len});
     mask = (mask & keys) | self;
   }
-  return {mask, false};
+  return {mask, false, nullptr};
 }
 
 AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device) {
   MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0,
            "cu_seqlens must start at 0 and hold at least one segment, got ", c10::str(cu_seqlens));
-  std::vector<int64_t> segment;  // [seq]: the sample of each position
-  for (size_t i = 1; i < cu_seqlens.size(); ++i) {
+  for (size_t i = 1; i < cu_seqlens.size(); ++i)
     MM_CHECK(cu_seqlens[i] > cu_seqlens[i - 1], "cu_seqlens must increase strictly, got ", c10::str(cu_seqlens));
-    segment.insert(segment.end(), static_cast<size_t>(cu_seqlens[i] - cu_seqlens[i - 1]), static_cast<int64_t>(i));
-  }
-  const int64_t seq = cu_seqlens.back();
-  auto seg = torch::tensor(segment, torch::kInt64).to(device);
-  auto pos = torch::arange(seq, torch::TensorOptions().dtype(torch::kInt64).device(device));
-  auto allowed = (seg.view({seq, 1}) == seg.view({1, seq})) & (pos.view({1, seq}) <= pos.view({seq, 1}));
-  return {allowed.view({1, 1, seq, seq}), false};
+  AttentionMask mask;
+  mask.is_causal = true;
+  mask.segments = std::make_shared<const VarlenSegments>(cu_seqlens, device);
+  return mask;
 }
 
 Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t layer_index)
@@ -71,6 +67,12 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCo
   auto v = heads(v_proj(x));
   if (cache) std::tie(k, v) = cache->update(layer_index_, k, v);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  if (mask.segments) {
+    // Packed samples (batch 1): [1, heads, seq, head_dim] -> the varlen layout [seq, heads, head_dim].
+    auto packed = [](const torch::Tensor& t) { return t[0].transpose(0, 1); };
+    auto out = mask.segments->attention(packed(q), packed(k), packed(v), scale, /*causal=*/true);
+    return o_proj(out.reshape({batch, seq, num_heads_ * head_dim_}));
+  }
   auto out = at::scaled_dot_product_attention(q, k, v, mask.mask.defined() ? std::optional(mask.mask) : std::nullopt,
                                               /*dropout_p=*/0.0, mask.is_causal, scale,
                                               /*enable_gqa=*/num_kv_heads_ != num_heads_);

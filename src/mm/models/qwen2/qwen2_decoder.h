@@ -16,19 +16,24 @@
 #include "mm/nn/linear.h"
 #include "mm/nn/norms.h"
 #include "mm/nn/rotary.h"
+#include "mm/nn/varlen_attention.h"
 #include "mm/models/qwen2/qwen2_text_config.h"
 
+#include <memory>
 #include <vector>
 
 namespace mm {
 
 class KVCache;
 
-// What scaled_dot_product_attention gets: an explicit boolean mask (true = attend),
-// [batch, 1, q_len, kv_len], or none with is_causal saying whether to apply the causal triangle.
+// How a layer attends: an explicit boolean mask (true = attend), [batch, 1, q_len, kv_len], or
+// none with is_causal saying whether to apply the causal triangle; or, for packed samples,
+// their segments (causal within each, nothing across), whose attention is linear in memory:
+// flash-attention's varlen kernel on a GPU in bf16, SDPA per segment length elsewhere.
 struct AttentionMask {
   torch::Tensor mask;
   bool is_causal = false;
+  std::shared_ptr<const VarlenSegments> segments;
 };
 
 // Causal attention for q_len new positions after `past` cached ones. padding_mask: [batch,
@@ -38,8 +43,8 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
                                const c10::Device& device);
 
 // Causal attention within each packed segment [cu_seqlens[i], cu_seqlens[i+1]) of a sequence of
-// cu_seqlens.back() positions, nothing across segments: [1, 1, seq, seq]. cu_seqlens must start
-// at 0 and increase strictly.
+// cu_seqlens.back() positions, nothing across segments (a segments mask: no [seq, seq] tensor).
+// cu_seqlens must start at 0 and increase strictly.
 AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device);
 
 class Qwen2AttentionImpl : public torch::nn::Module {
