@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "mm/core/device.h"
 #include "mm/core/error.h"
 #include "mm/core/log.h"
 #include "mm/dist/process_group.h"
@@ -22,6 +23,8 @@ at::ScalarType dtype_option(const std::string& name) {
 }
 
 int run(int argc, char** argv) {
+  // Before anything initialises CUDA (the allocator reads its settings once).
+  use_expandable_segments_by_default();
   CLI::App app{
       "mmtrain: multimodal training, inference and evaluation on libtorch.\n"
       "Models are Hugging Face directories (config.json, safetensors, tokenizer files).",

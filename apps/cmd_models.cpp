@@ -6,7 +6,9 @@
 #include <iostream>
 
 #include "commands.h"
+#include "mm/dist/nccl_group.h"
 #include "mm/nn/attention_backend.h"
+#include "mm/nn/varlen_attention.h"
 #include "mm/tasks/model_registry.h"
 #include "mm_version.h"
 
@@ -23,7 +25,8 @@ std::string version_string() {
   const c10::Device device = gpus > 0 ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   return std::string("mmtrain ") + MM_VERSION + " (libtorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
          std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH) + "; " + cuda +
-         "; attention: " + sdpa_backend(device) + " on " + device.str() + ")";
+         "; attention: " + sdpa_backend(device) + ", packed: " + varlen_backend(device) + " on " + device.str() +
+         "; NCCL: " + (dist::nccl_available() ? "built in" : "not built") + ")";
 }
 
 void add_models_command(CLI::App& app) {

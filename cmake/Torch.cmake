@@ -38,3 +38,59 @@ endif()
 if(MM_TORCH_CUDA)
   target_compile_definitions(mm_torch INTERFACE USE_C10D_NCCL MM_TORCH_CUDA)
 endif()
+
+# The CUDA and NCCL headers, for the few files that call NCCL directly (dist/nccl_group.cpp):
+# they are compiled outside the shared precompiled header, so nothing else sees these headers.
+# They come from the CUDA torch wheel's own dependencies (nvidia/*/include; requirements.txt adds
+# nvidia-cuda-crt and nvidia-cuda-cccl for the compiler headers cuda_runtime.h includes) or from a
+# CUDA toolkit. Without them (a CPU torch) those files build to clear errors.
+set(MM_CUDA_INCLUDE_DIRS "")
+if(MM_TORCH_CUDA)
+  execute_process(
+    COMMAND "${MM_TORCH_PYTHON}" -c
+      "import os, nvidia; print(';'.join(os.path.join(p, d, 'include') for p in nvidia.__path__ for d in sorted(os.listdir(p))))"
+    OUTPUT_VARIABLE _mm_nvidia_includes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  set(_mm_cuda_found ON)
+  foreach(_mm_header cuda_runtime_api.h crt/host_config.h nv/target nccl.h)
+    string(MAKE_C_IDENTIFIER "MM_HEADER_DIR_${_mm_header}" _mm_var)
+    find_path(${_mm_var} "${_mm_header}" HINTS ${_mm_nvidia_includes} /usr/local/cuda/include PATH_SUFFIXES "" cccl)
+    if(${_mm_var})
+      list(APPEND MM_CUDA_INCLUDE_DIRS "${${_mm_var}}")
+    else()
+      set(_mm_cuda_found OFF)
+      message(WARNING "${_mm_header} not found (pip: the nvidia-* wheels of tests/reference/requirements.txt): "
+        "this build cannot make NCCL groups, so it trains on one GPU at most")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES MM_CUDA_INCLUDE_DIRS)
+  if(NOT _mm_cuda_found)
+    set(MM_CUDA_INCLUDE_DIRS "")
+  endif()
+endif()
+
+# NVTX's header-only nvtx3 (the torch wheel's nvidia-nvtx dependency, or a CUDA toolkit), for
+# core/nvtx_range.cpp: it needs no CUDA runtime headers and links nothing (it dlopens a profiler).
+find_path(MM_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h HINTS ${_mm_nvidia_includes} /usr/local/cuda/include)
+
+# mm_nvtx_sources(FILE...): compiles FILE with NVTX (MM_HAVE_NVTX) when the headers were found.
+function(mm_nvtx_sources)
+  if(NOT MM_NVTX_INCLUDE_DIR)
+    return()
+  endif()
+  set_source_files_properties(${ARGN} PROPERTIES COMPILE_DEFINITIONS MM_HAVE_NVTX SKIP_PRECOMPILE_HEADERS ON
+    COMPILE_OPTIONS "-isystem;${MM_NVTX_INCLUDE_DIR}")
+endfunction()
+
+# mm_nccl_sources(FILE...): compiles FILE with NCCL (MM_HAVE_NCCL and the headers above) when the
+# build has them. Source properties are per directory: call it where the target is made.
+function(mm_nccl_sources)
+  if(NOT MM_CUDA_INCLUDE_DIRS)
+    return()
+  endif()
+  set(_mm_flags "")
+  foreach(_mm_dir IN LISTS MM_CUDA_INCLUDE_DIRS)
+    list(APPEND _mm_flags "-isystem" "${_mm_dir}")
+  endforeach()
+  set_source_files_properties(${ARGN} PROPERTIES COMPILE_DEFINITIONS MM_HAVE_NCCL SKIP_PRECOMPILE_HEADERS ON
+    COMPILE_OPTIONS "${_mm_flags}")
+endfunction()

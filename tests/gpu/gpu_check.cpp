@@ -28,11 +28,14 @@
 #include "mm/core/json_config.h"
 #include "mm/core/rng.h"
 #include "mm/core/safetensors.h"
+#include "mm/dist/nccl_group.h"
+#include "mm/dist/process_group.h"
 #include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/models/wan/wan_pipeline.h"
 #include "mm/models/wan/wan_pipeline_random.h"
 #include "mm/models/wan/wan_transformer.h"
+#include "mm/nn/varlen_attention.h"
 #include "mm/nn/weights.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/tasks/generation.h"
@@ -283,6 +286,84 @@ void checkpoint_pieces() {
   fs::remove(file);
 }
 
+// NCCL in a world of one rank (all a one-GPU machine allows): the world and a sub-group split
+// from it are created bound and connected, and the collectives FSDP and DDP issue run on device
+// tensors through their own streams. With --device cpu the same calls go through Gloo.
+void collectives() {
+  mm::dist::DistEnv env;
+  env.master_port = 0;  // the store picks a free port; no other rank joins
+  const auto job = mm::dist::rendezvous(env);
+  c10::intrusive_ptr<c10d::Backend> world, sub;
+  if (kCuda.is_cuda()) {
+    world = mm::dist::new_nccl_world(job, kCuda);
+    sub = mm::dist::split_nccl_group(job, world, {0}, "dp_shard-0", kCuda);
+  } else {
+    world = mm::dist::new_gloo_group(job, {0}, "world");
+    sub = mm::dist::new_gloo_group(job, {0}, "dp_shard-0");
+  }
+  bool ok = true;
+  for (const auto& group : {world, sub}) {
+    auto x = torch::randn({1000}, torch::TensorOptions().device(kCuda));
+    std::vector<torch::Tensor> sum{x.clone()};
+    group->allreduce(sum)->wait();
+    auto gathered = torch::empty_like(x);
+    group->_allgather_base(gathered, x)->wait();
+    auto scattered = torch::empty_like(x);
+    auto input = x.clone();
+    group->_reduce_scatter_base(scattered, input)->wait();
+    ok = ok && torch::equal(sum[0], x) && torch::equal(gathered, x) && torch::equal(scattered, x) &&
+         sum[0].device() == kCuda;
+  }
+  if (kCuda.is_cuda()) {
+    mm::dist::shutdown_nccl_group(sub);
+    mm::dist::shutdown_nccl_group(world);
+  }
+  report("nccl.world_of_one", ok, {{"backend", kCuda.is_cuda() ? "nccl" : "gloo"}});
+}
+
+// Packed and windowed attention in bf16: the flash varlen kernel (what a GPU runs) and the
+// per-length SDPA path (what the CPU runs and the tests prove), each against the same attention in
+// fp32, output and gradients, causal (packed samples) and not (vision windows), with grouped-query
+// heads and uneven, one-token and long segments. Stated bound: the flash kernel's error relative
+// to the fp32 result's largest value is at most twice the SDPA path's plus 1e-3. On the CPU (dry
+// run) both are the SDPA path.
+void varlen_attention() {
+  const std::vector<int64_t> cu = {0, 64, 100, 164, 165, 400, 464, 1024};
+  const int64_t seq = cu.back(), heads = 16, kv_heads = 2, head_dim = 128;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  torch::manual_seed(11);
+  const auto on = torch::TensorOptions().device(kCuda);
+  const auto q32 = torch::randn({seq, heads, head_dim}, on), k32 = torch::randn({seq, kv_heads, head_dim}, on),
+             v32 = torch::randn({seq, kv_heads, head_dim}, on), upstream = torch::randn({seq, heads, head_dim}, on);
+  const mm::VarlenSegments segments(cu, kCuda);
+  const auto kernel = kCuda.is_cuda() ? mm::VarlenKernel::flash : mm::VarlenKernel::sdpa;
+  for (const bool causal : {true, false}) {
+    auto run = [&](mm::VarlenKernel k, torch::ScalarType dtype) {
+      auto q = q32.to(dtype).requires_grad_(true), kk = k32.to(dtype).requires_grad_(true),
+           v = v32.to(dtype).requires_grad_(true);
+      auto out = segments.attention(q, kk, v, scale, causal, k);
+      auto grads = torch::autograd::grad({out}, {q, kk, v}, {upstream.to(dtype)});
+      grads.insert(grads.begin(), out);
+      return grads;  // out, dq, dk, dv
+    };
+    const auto reference = run(mm::VarlenKernel::sdpa, torch::kFloat);
+    const auto sdpa = run(mm::VarlenKernel::sdpa, torch::kBFloat16);
+    const auto fast = run(kernel, torch::kBFloat16);
+    bool ok = true;
+    nlohmann::json errors;
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < 4; ++i) {
+      const double ref_scale = reference[i].abs().max().item<double>();
+      const double fast_err = max_abs_diff(fast[i], reference[i]) / ref_scale;
+      const double sdpa_err = max_abs_diff(sdpa[i], reference[i]) / ref_scale;
+      ok = ok && fast_err <= 2 * sdpa_err + 1e-3;
+      errors[names[i]] = {{"kernel", fast_err}, {"sdpa", sdpa_err}};
+    }
+    report(causal ? "varlen.flash_bf16_causal" : "varlen.flash_bf16_windows", ok,
+           {{"kernel", kCuda.is_cuda() ? "flash_varlen" : "sdpa_per_length"}, {"relative_errors", errors}});
+  }
+}
+
 struct Timing {
   double median_ms;
   double peak_gib;
@@ -398,6 +479,58 @@ void bench_wan(const fs::path& source) {
             << std::endl;
 }
 
+// Packed-sample attention at Qwen2.5-VL-7B's decoder shapes (28 heads, 4 KV heads, head dim 128):
+// 16384 tokens packed from 8 samples of uneven lengths, forward + backward in bf16, three ways:
+// the flash varlen kernel, SDPA per segment length, and the dense block-diagonal mask the decoder
+// used before (a [seq, seq] mask through SDPA).
+void bench_varlen() {
+  const std::vector<int64_t> cu = {0, 1024, 3072, 3584, 7680, 9728, 12288, 13312, 16384};
+  const int64_t seq = cu.back(), heads = 28, kv_heads = 4, head_dim = 128;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const auto on = torch::TensorOptions().device(kCuda).dtype(torch::kBFloat16);
+  auto q = torch::randn({seq, heads, head_dim}, on).requires_grad_(true);
+  auto k = torch::randn({seq, kv_heads, head_dim}, on).requires_grad_(true);
+  auto v = torch::randn({seq, kv_heads, head_dim}, on).requires_grad_(true);
+  const auto upstream = torch::randn({seq, heads, head_dim}, on);
+  const mm::VarlenSegments segments(cu, kCuda);
+  std::vector<int64_t> segment_of;
+  for (size_t i = 1; i < cu.size(); ++i) segment_of.insert(segment_of.end(), cu[i] - cu[i - 1], static_cast<int64_t>(i));
+  const auto seg = torch::tensor(segment_of).to(kCuda);
+  const auto pos = torch::arange(seq, torch::TensorOptions().device(kCuda));
+  auto dense_step = [&] {
+    const auto allowed = ((seg.view({seq, 1}) == seg.view({1, seq})) & (pos.view({1, seq}) <= pos.view({seq, 1})))
+                             .view({1, 1, seq, seq});
+    auto first = [](const torch::Tensor& t) { return t.transpose(0, 1).unsqueeze(0); };
+    auto out = at::scaled_dot_product_attention(first(q), first(k), first(v), allowed, 0.0, false, scale, true);
+    out.backward(first(upstream));
+  };
+  auto varlen_step = [&](mm::VarlenKernel kernel) {
+    return [&, kernel] { segments.attention(q, k, v, scale, true, kernel).backward(upstream); };
+  };
+  for (const auto& [name, step] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"flash_varlen", varlen_step(mm::VarlenKernel::flash)},
+           {"sdpa_per_length", varlen_step(mm::VarlenKernel::sdpa)},
+           {"dense_block_mask", dense_step}}) {
+    try {
+      const auto timing = time_steps(step, 5);
+      std::cout << nlohmann::json{{"bench", "packed_attention_qwen2_5_vl_7b.fwd_bwd_bf16"}, {"impl", name},
+                                  {"tokens", seq}, {"step_ms", timing.median_ms}, {"peak_gib", timing.peak_gib}}
+                       .dump()
+                << std::endl;
+    } catch (const std::exception& e) {
+      std::cout << nlohmann::json{{"bench", "packed_attention_qwen2_5_vl_7b.fwd_bwd_bf16"}, {"impl", name},
+                                  {"error", std::string(e.what()).substr(0, 500)}}
+                       .dump()
+                << std::endl;
+    }
+    q.mutable_grad().reset();
+    k.mutable_grad().reset();
+    v.mutable_grad().reset();
+    torch::cuda::synchronize();
+    c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -439,6 +572,8 @@ int main(int argc, char** argv) {
   run("wan_pipeline", [&] { wan_sampling_parity(source); });
   run("load", [&] { load_on_device(source); });
   run("checkpoint_pieces", checkpoint_pieces);
+  run("nccl", collectives);
+  run("varlen", varlen_attention);
   // The benchmarks' model FLOPs per step (what MFU divides), printed by the dry run too.
   run("bench.model_flops", [&] {
     std::cout << nlohmann::json{{"bench_model_flops",
@@ -456,6 +591,9 @@ int main(int argc, char** argv) {
     torch::cuda::synchronize();
     c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
     run("bench.wan", [&] { bench_wan(source); });
+    torch::cuda::synchronize();
+    c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+    run("bench.varlen", bench_varlen);
   }
   std::cout << nlohmann::json{{"failures", failures}}.dump() << std::endl;
   return failures;

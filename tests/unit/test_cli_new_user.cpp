@@ -149,10 +149,16 @@ TEST(CliNewUser, VersionAndSupportedModels) {
   // Whether this build can use a GPU, and whether it sees one.
   EXPECT_TRUE(out.find("CUDA built in") != std::string::npos || out.find("CPU-only libtorch") != std::string::npos)
       << out;
-  // And the kernel the models' dense attention runs there (libtorch's SDPA choice).
-  EXPECT_TRUE(std::regex_search(out, std::regex("; attention: (flash_attention|efficient_attention|cudnn_attention|math) "
-                                                "on (cpu|cuda:0)\\)")))
+  // And the kernels the models' attention runs there: libtorch's SDPA choice for dense batches,
+  // and what packed samples and vision windows take (nn/varlen_attention.h); and whether NCCL is
+  // built in (it is against a CUDA torch).
+  EXPECT_TRUE(std::regex_search(out, std::regex("; attention: (flash_attention|efficient_attention|cudnn_attention|math)"
+                                                ", packed: (flash_varlen|sdpa_per_length) on (cpu|cuda:0); NCCL: "
+                                                "(built in|not built)\\)")))
       << out;
+#ifdef MM_TORCH_CUDA
+  EXPECT_NE(out.find("NCCL: built in"), std::string::npos) << out;
+#endif
   auto [mstatus, models] = run_command(kMmtrain + " models");
   EXPECT_EQ(mstatus, 0);
   for (const char* key : {"qwen2_5_vl", "WanPipeline", "WanImageToVideoPipeline"})
@@ -160,7 +166,7 @@ TEST(CliNewUser, VersionAndSupportedModels) {
 }
 
 TEST(CliNewUser, LaunchTakesTheWorkerCommandWithOrWithoutDoubleDash) {
-  for (const std::string sep : {std::string(), std::string("-- ")}) {
+  for (const std::string& sep : {std::string(), std::string("-- ")}) {
     auto [status, out] = run_command(kMmtrain + " launch --nproc-per-node 1 --master-port " +
                                      std::to_string(mm::testing::free_port()) + " --program echo " + sep +
                                      "train x.yaml --set a=b");
@@ -275,6 +281,27 @@ TEST(CliNewUser, MessagesFilesResolveMediaLikeDataFilesAndReadFileAndDataUrls) {
   EXPECT_EQ(status, 1) << out;
   EXPECT_NE(out.find("is a URL; mmtrain reads local files, file:// and data: URLs only"), std::string::npos) << out;
   EXPECT_LT(out.size(), 400u) << "the error echoes the whole source: " << out;
+}
+
+// The CUDA allocator's expandable segments are on by default (core/device.h), and a user's own
+// allocator settings, under either of torch's names, are left as they are.
+TEST(CliNewUser, ExpandableSegmentsAreTheDefaultUnlessConfigured) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    const char* value = std::getenv(name);
+    saved.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+    ::unsetenv(name);
+  }
+  EXPECT_EQ(mm::use_expandable_segments_by_default(), "expandable_segments:True");
+  EXPECT_STREQ(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True");
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128", 1);
+  EXPECT_EQ(mm::use_expandable_segments_by_default(), "max_split_size_mb:128");
+  EXPECT_STREQ(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), "max_split_size_mb:128");
+  ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  ::setenv("PYTORCH_ALLOC_CONF", "expandable_segments:False", 1);
+  EXPECT_EQ(mm::use_expandable_segments_by_default(), "expandable_segments:False");
+  EXPECT_EQ(std::getenv("PYTORCH_CUDA_ALLOC_CONF"), nullptr);
+  for (const auto& [name, value] : saved) value ? ::setenv(name.c_str(), value->c_str(), 1) : ::unsetenv(name.c_str());
 }
 
 // Where a command computes (core/device.h): auto is the CPU on a machine without a GPU; asking for

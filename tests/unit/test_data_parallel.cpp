@@ -191,6 +191,41 @@ TEST(DataParallel, FsdpKeepsAboutOneNthOfTheStatePerRank) {
   }
 }
 
+// Sharded loading: training from a pretrained checkpoint over 2 FSDP ranks builds the model
+// without its weights and each rank copies only the rows it keeps from the mapped checkpoint
+// (about half of its bytes: the counters of rank 0's summary); the losses and weights equal one
+// process that loaded the whole model.
+TEST(DataParallel, FsdpRanksLoadOnlyTheirRowsOfAPretrainedModel) {
+  ASSERT_EQ(reference().status, 0) << reference().output;
+  const auto pretrained = reference().dir / "run" / "final";  // the reference run's HF export
+  const std::string from = "--set model.path=" + pretrained.string() + " --set model.from_scratch=false" +
+                           " --set train.max_steps=3";
+  const auto one = train("pretrained_one", 1, from);
+  const auto two = train("pretrained_fsdp2", 2, from + " --set parallel.dp_shard=2");
+  ASSERT_EQ(one.status, 0) << one.output;
+  ASSERT_EQ(two.status, 0) << two.output;
+  const auto expected = losses_of(one), got = losses_of(two);
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
+  const auto a = Checkpoint::open(one.dir / "run" / "final"), b = Checkpoint::open(two.dir / "run" / "final");
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& name : a.names()) EXPECT_LE(relative_error(a.tensor(name), b.tensor(name)), 2e-5) << name;
+
+  auto counters = [](const RunResult& run) {
+    for (const auto& r : records(run.dir / "run"))
+      if (r.contains("summary")) return r["summary"]["counters"];
+    return nlohmann::json::object();
+  };
+  EXPECT_FALSE(counters(one).contains("load_bytes.checkpoint")) << "one process loads the whole model itself";
+  const auto c = counters(two);
+  ASSERT_TRUE(c.contains("load_bytes.checkpoint")) << c.dump();
+  const double total = c["load_bytes.checkpoint"].get<double>(), read = c["load_bytes.read_by_this_rank"].get<double>();
+  std::cout << "rank 0 read " << read << " of " << total << " checkpoint bytes\n";
+  EXPECT_GT(read, 0.45 * total);
+  EXPECT_LT(read, 0.55 * total);
+  EXPECT_NE(two.output.find("sharded loading: this rank read"), std::string::npos) << two.output;
+}
+
 // A 4-rank FSDP run that saves at steps 5 and 10 (shared by the checkpoint tests).
 const RunResult& fsdp4_with_checkpoints() {
   static const RunResult run = train("fsdp4_saving", 4, "--set output.save_every=5 --set output.keep_last=3");

@@ -10,7 +10,9 @@
 #include <iostream>
 #include <thread>
 
+#include "mm/dist/nccl_group.h"
 #include "mm/dist/process_group.h"
+#include "mm/parallel/device_mesh.h"
 #include "testing.h"
 
 extern char** environ;
@@ -145,6 +147,33 @@ void expect_collectives_right(int world) {
 TEST(ProcessGroup, TwoRanksGetRightCollectives) { expect_collectives_right(2); }
 
 TEST(ProcessGroup, ThreeRanksGetRightCollectives) { expect_collectives_right(3); }
+
+// NCCL is compiled into every build made against a CUDA torch (the wheel we pin is one); on a
+// GPU machine `./mm gpu-check` runs its collectives (nccl.world_of_one).
+TEST(NcclGroup, IsBuiltAgainstACudaTorch) {
+#ifdef MM_TORCH_CUDA
+  EXPECT_TRUE(dist::nccl_available()) << "the CUDA and NCCL headers were not found at configure time";
+#else
+  GTEST_SKIP() << "built against a CPU torch: no NCCL to build";
+#endif
+}
+
+// A job that asks for NCCL on a machine without a GPU ends at once with an error that says so,
+// before any collective could hang. Its GPU twin is gpu_check's nccl.world_of_one.
+TEST(NcclGroup, WithoutAGpuIsAClearError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible: gpu_check's nccl.world_of_one runs there";
+  dist::DistEnv env;
+  env.master_port = testing::free_port();
+  dist::RendezvousOptions options;
+  options.timeout = 10s;
+  const auto job = dist::rendezvous(env, options);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW_MSG(dist::new_nccl_world(job, c10::Device(c10::kCUDA, 0)), "has no cuda:0");
+  EXPECT_THROW_MSG(dist::new_nccl_world(job, c10::Device(c10::kCPU)), "needs a CUDA device");
+  // A mesh of one process makes no groups at all, on any device.
+  EXPECT_NO_THROW(parallel::DeviceMesh(job, {{parallel::MeshDim::dp_shard, 1}}, c10::Device(c10::kCUDA, 0)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
 
 // Sets the torchrun variables for the scope of a test, restoring them after.
 class ScopedEnv {

@@ -55,6 +55,13 @@ c10::Device resolve_device(const std::string& name, const std::string& where) {
   return device;
 }
 
+std::string use_expandable_segments_by_default() {
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return value;
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
+  return "expandable_segments:True";
+}
+
 std::string cuda_device_name(int index) {
   // cudaError_t cudaGetDeviceProperties(cudaDeviceProp*, int): the struct's first member is
   // char name[256]; it is about 1 KB, the buffer is far larger than any version's.

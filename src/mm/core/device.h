@@ -20,4 +20,12 @@ bool is_device_name(const std::string& name);
 // no CUDA headers.
 std::string cuda_device_name(int index);
 
+// Turns on the CUDA caching allocator's expandable segments (PYTORCH_CUDA_ALLOC_CONF=
+// expandable_segments:True) unless the user configured the allocator (PYTORCH_CUDA_ALLOC_CONF
+// or PYTORCH_ALLOC_CONF set): batches of varying shapes (packing, images of many sizes)
+// otherwise fragment its fixed-size segments until a step runs out of memory with gigabytes
+// free. Called first thing in the CLI, before anything initialises CUDA. Returns the setting now
+// in force ("" when none).
+std::string use_expandable_segments_by_default();
+
 }  // namespace mm

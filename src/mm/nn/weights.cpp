@@ -37,21 +37,24 @@ DefaultDtypeGuard::DefaultDtypeGuard(torch::Dtype dtype) : previous_(c10::get_de
 
 DefaultDtypeGuard::~DefaultDtypeGuard() { c10::set_default_dtype(previous_); }
 
-void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint,
-                  const WeightLoadOptions& options) {
+namespace {
+
+std::vector<std::pair<std::string, torch::Tensor>> all_tensors(const Checkpoint& checkpoint) {
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (const auto& name : checkpoint.names()) tensors.emplace_back(name, checkpoint.tensor(name));
-  load_weights(module, tensors, checkpoint.path().string(), options);
+  return tensors;
 }
 
-void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
-                  const std::string& source, const WeightLoadOptions& options) {
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> match_weights(
+    const torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::string& source, const WeightLoadOptions& options) {
   std::map<std::string, torch::Tensor> targets;
   for (auto& [name, tensor] : named_weights(module)) targets.emplace(name, tensor);
 
   std::vector<std::string> unexpected, mismatched;
-  std::set<std::string> loaded;
-  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> matched;
   for (const auto& [ckpt_name, tensor] : tensors) {
     const std::string name =
         options.checkpoint_to_module ? options.checkpoint_to_module(ckpt_name) : ckpt_name;
@@ -66,13 +69,11 @@ void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::st
                                    shape_str(it->second.sizes())));
       continue;
     }
-    it->second.copy_(tensor);
-    release_mapped_pages(tensor);
-    MM_CHECK(loaded.insert(name).second, source, ": two checkpoint tensors map to ", name);
+    MM_CHECK(matched.emplace(name, tensor).second, source, ": two checkpoint tensors map to ", name);
   }
   std::vector<std::string> missing;
   for (const auto& [name, _] : targets)
-    if (!loaded.count(name) &&
+    if (!matched.count(name) &&
         std::find(options.optional.begin(), options.optional.end(), name) == options.optional.end())
       missing.push_back(name);
 
@@ -81,6 +82,34 @@ void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::st
   if (!missing.empty()) problems += "; missing: " + join_first(missing);
   if (!unexpected.empty()) problems += "; unexpected: " + join_first(unexpected);
   MM_CHECK(problems.empty(), "checkpoint ", source, " does not match the model", problems);
+  // In the module's order.
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [name, _] : named_weights(module))
+    if (auto it = matched.find(name); it != matched.end()) out.emplace_back(name, it->second);
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> match_weights(const torch::nn::Module& module,
+                                                                 const Checkpoint& checkpoint,
+                                                                 const WeightLoadOptions& options) {
+  return match_weights(module, all_tensors(checkpoint), checkpoint.path().string(), options);
+}
+
+void load_weights(torch::nn::Module& module, const Checkpoint& checkpoint, const WeightLoadOptions& options) {
+  load_weights(module, all_tensors(checkpoint), checkpoint.path().string(), options);
+}
+
+void load_weights(torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                  const std::string& source, const WeightLoadOptions& options) {
+  // Everything is checked before anything is copied: a wrong checkpoint leaves the module as it was.
+  const auto matched = match_weights(module, tensors, source, options);
+  std::map<std::string, torch::Tensor> targets;
+  for (auto& [name, tensor] : named_weights(module)) targets.emplace(name, tensor);
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : matched) {
+    targets.at(name).copy_(tensor);
+    release_mapped_pages(tensor);
+  }
 }
 
 }  // namespace mm

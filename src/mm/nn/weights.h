@@ -37,6 +37,17 @@ class DefaultDtypeGuard {
   caffe2::TypeMeta previous_;
 };
 
+// Pairs every parameter and buffer of `module` with its checkpoint tensor, by module name, after
+// the checks load_weights makes (nothing is copied or read: the tensors stay views of the mapped
+// files). Throws mm::Error listing missing, unexpected and mis-shaped tensors by name. For
+// sharded training, where each rank copies only the rows it keeps.
+std::vector<std::pair<std::string, torch::Tensor>> match_weights(
+    const torch::nn::Module& module, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+    const std::string& source, const WeightLoadOptions& options = {});
+std::vector<std::pair<std::string, torch::Tensor>> match_weights(const torch::nn::Module& module,
+                                                                 const Checkpoint& checkpoint,
+                                                                 const WeightLoadOptions& options = {});
+
 // Copies every parameter and buffer of `module` from `checkpoint` (converting to the module's
 // dtype and device), one tensor at a time, dropping each source tensor's mapped file pages
 // from memory once copied (release_mapped_pages). Throws mm::Error listing missing, unexpected

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "mm/core/error.h"
+#include "mm/dist/nccl_group.h"
 
 namespace mm::parallel {
 namespace {
@@ -23,8 +24,9 @@ const char* to_string(MeshDim dim) {
   return "?";
 }
 
-DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims)
-    : dims_(std::move(dims)), rank_(job.env.rank), world_size_(job.env.world_size) {
+DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device)
+    : dims_(std::move(dims)), device_(device), rank_(job.env.rank), world_size_(job.env.world_size) {
+  MM_CHECK(device.is_cpu() || device.is_cuda(), "device mesh: no collectives for ", device.str());
   int64_t product = 1;
   for (const auto& [dim, size] : dims_) {
     MM_CHECK(size >= 1, "device mesh: dimension ", to_string(dim), " has size ", size);
@@ -43,7 +45,8 @@ DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims)
   if (world_size_ == 1) return;
   std::vector<int64_t> all(static_cast<size_t>(world_size_));
   for (int64_t r = 0; r < world_size_; ++r) all[static_cast<size_t>(r)] = r;
-  world_ = dist::new_gloo_group(job, all, "world");
+  host_world_ = dist::new_gloo_group(job, all, "world");
+  world_ = device.is_cuda() ? dist::new_nccl_world(job, device) : host_world_;
   // The group along d: every rank whose other coordinates equal ours, in order along d.
   std::vector<int64_t> strides(dims_.size(), 1);
   for (size_t d = dims_.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims_[d + 1].second;
@@ -55,7 +58,17 @@ DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims)
     for (int64_t i = 0; i < size; ++i) members.push_back(first + i * strides[d]);
     std::string tag = to_string(dims_[d].first);
     for (auto m : members) tag += "-" + std::to_string(m);
-    groups_[d] = dist::new_gloo_group(job, members, tag);
+    groups_[d] = device.is_cuda() ? dist::split_nccl_group(job, world_, members, tag, device)
+                                  : dist::new_gloo_group(job, members, tag);
+  }
+}
+
+DeviceMesh::~DeviceMesh() {
+  if (!device_.is_cuda()) return;
+  try {
+    for (const auto& group : groups_) dist::shutdown_nccl_group(group);
+    dist::shutdown_nccl_group(world_);
+  } catch (const std::exception&) {  // a failing peer already ended in an error of its own
   }
 }
 
@@ -87,11 +100,11 @@ std::string DeviceMesh::describe() const {
 void DeviceMesh::all_reduce_sum(at::Tensor& values) const {
   if (!world_) return;
   std::vector<at::Tensor> buffers{values};
-  world_->allreduce(buffers)->wait();
+  (values.is_cpu() ? host_world_ : world_)->allreduce(buffers)->wait();
 }
 
 void DeviceMesh::barrier() const {
-  if (world_) world_->barrier()->wait();
+  if (host_world_) host_world_->barrier()->wait();
 }
 
 }  // namespace mm::parallel

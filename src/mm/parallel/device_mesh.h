@@ -1,8 +1,11 @@
 // The ranks of a job laid out as a named grid, as torch's DeviceMesh: e.g. (dp_replicate=2,
 // dp_shard=2) puts ranks 0,1 in one sharding group and 2,3 in another, and pairs 0-2 and 1-3
 // for replication. Rank = row-major index of its coordinates. Dimensions not used yet (cp, tp,
-// pp, ep) are size 1; each dimension of size > 1 gets a Gloo sub-group over the ranks that
-// share every other coordinate. A one-process mesh has no groups at all.
+// pp, ep) are size 1; each dimension of size > 1 gets a sub-group over the ranks that share every
+// other coordinate. The groups carry tensors of the mesh's device: Gloo for a CPU mesh, NCCL for
+// a CUDA one (sub-groups split from the NCCL world); a CUDA mesh also keeps a Gloo world for the
+// host scalars (token counts, loss sums) that all_reduce_sum and barrier() carry. A one-process
+// mesh has no groups at all.
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -25,8 +28,12 @@ class DeviceMesh {
 
   // One process, every dimension of size 1 (no collectives are ever issued).
   DeviceMesh() = default;
-  // Builds the groups. The product of the sizes must equal the job's world size.
-  DeviceMesh(const dist::Rendezvous& job, Dims dims);
+  // Builds the groups for tensors on `device` (the CPU, or this rank's GPU). The product of the
+  // sizes must equal the job's world size.
+  DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device = c10::Device(c10::kCPU));
+  ~DeviceMesh();  // shuts NCCL groups down (sub-groups first)
+  DeviceMesh(const DeviceMesh&) = delete;
+  DeviceMesh& operator=(const DeviceMesh&) = delete;
 
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_size_; }
@@ -34,22 +41,26 @@ class DeviceMesh {
 
   int64_t size(MeshDim dim) const;        // 1 for a dimension not in the mesh
   int64_t coordinate(MeshDim dim) const;  // this rank's index along it (0 if absent)
+  // Where the groups' tensors live.
+  c10::Device device() const { return device_; }
   // The group along `dim` (its size ranks), or null when the size is 1.
   const c10::intrusive_ptr<c10d::Backend>& group(MeshDim dim) const;
-  // All ranks of the job, or null for one process.
+  // All ranks of the job, for tensors on device(); null for one process.
   const c10::intrusive_ptr<c10d::Backend>& world() const { return world_; }
   const Dims& dims() const { return dims_; }
   std::string describe() const;  // "dp_replicate=2 x dp_shard=2"
 
-  // Sums `values` over the whole job in place (a no-op for one process).
+  // Sums `values` over the whole job in place (a no-op for one process): host tensors through the
+  // Gloo world, device tensors through the device's.
   void all_reduce_sum(at::Tensor& values) const;
-  void barrier() const;
+  void barrier() const;  // on the host group
 
  private:
   Dims dims_;
   std::vector<int64_t> coordinates_;
   std::vector<c10::intrusive_ptr<c10d::Backend>> groups_;
-  c10::intrusive_ptr<c10d::Backend> world_;
+  c10::intrusive_ptr<c10d::Backend> world_, host_world_;  // the same Gloo group on a CPU mesh
+  c10::Device device_{c10::kCPU};
   int64_t rank_ = 0, world_size_ = 1;
 };
 

@@ -8,6 +8,8 @@
 #include <functional>
 
 #include "mm/core/error.h"
+#include "mm/core/nvtx_range.h"
+#include "mm/core/safetensors.h"
 #include "mm/nn/clip_coefficient.h"
 
 namespace mm::parallel {
@@ -81,7 +83,7 @@ struct PostBackwardHook : torch::autograd::Function<PostBackwardHook> {
 }  // namespace
 
 FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMesh& mesh, ShardingOptions options,
-                                     c10::Device compute_device)
+                                     c10::Device compute_device, const NamedTensorList& weights)
     : mesh_(mesh),
       options_(options),
       compute_device_(compute_device),
@@ -111,9 +113,15 @@ FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMe
   for (auto& unit : units_)
     for (auto& p : unit.params)
       MM_CHECK(param_by_name_.emplace(p.name, &p).second, "sharded model: parameter ", p.name, " is in two units");
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& [name, tensor] : weights) {
+    MM_CHECK(param_by_name_.count(name), "sharded model: the weights name ", name, ", which no unit holds");
+    by_name.emplace(name, tensor);
+    weight_bytes_total_ += tensor.numel() * static_cast<int64_t>(tensor.element_size());
+  }
   for (size_t i = 0; i < units_.size(); ++i) {
     units_[i].on_post_backward = [this, i] { post_backward(i); };
-    shard_unit(units_[i]);
+    shard_unit(units_[i], by_name);
   }
 }
 
@@ -129,6 +137,7 @@ FullyShardedModel::~FullyShardedModel() {
 }
 
 void FullyShardedModel::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  const NvtxRange range("collective_wait");
   const auto start = std::chrono::steady_clock::now();
   work->wait();
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -142,13 +151,26 @@ double FullyShardedModel::take_wait_seconds() {
 
 bool FullyShardedModel::sharded(const Unit& unit) const { return unit.placement == Placement::shard; }
 
-void FullyShardedModel::shard_unit(Unit& unit) {
+void FullyShardedModel::shard_unit(Unit& unit, const std::map<std::string, at::Tensor>& weights) {
   for (auto& p : unit.params) {
+    const auto found = weights.find(p.name);
+    const at::Tensor* from = found == weights.end() ? nullptr : &found->second;
     Layout layout;
     layout.shape = p.full.sizes().vec();
     layout.sharded = sharded(unit);
     layout.shards = layout.sharded ? shard_count_ : 1;
     if (!sharded(unit)) {
+      // The whole tensor, on the compute device: copied from the weights, or moved there when
+      // the model was built elsewhere (adapters added to a model built on the CPU).
+      if (from) {
+        auto whole = torch::empty(p.full.sizes(), p.full.options().device(compute_device_));
+        whole.copy_(*from);
+        p.full.set_data(whole);
+        weight_bytes_read_ += from->numel() * static_cast<int64_t>(from->element_size());
+        release_mapped_pages(*from);
+      } else if (p.full.device() != compute_device_) {
+        p.full.set_data(p.full.to(compute_device_));
+      }
       p.local = p.full;
       p.rows_per_shard = p.rows;
       p.local_numel = p.full.numel();
@@ -160,8 +182,15 @@ void FullyShardedModel::shard_unit(Unit& unit) {
     p.local_numel = p.rows_per_shard * numel_per_row(p.full);
     layout.rows_per_shard = p.rows_per_shard;
     layouts_[p.name] = layout;
-    // The fp32 master slice; the module's tensor becomes a param_dtype buffer of its own.
-    p.local = local_slice(p.name, p.full).to(storage_device_, at::kFloat).requires_grad_(p.full.requires_grad());
+    // The fp32 master slice; the module's tensor becomes a param_dtype buffer of its own. From the
+    // weights, only this rank's rows are read.
+    p.local = local_slice(p.name, from ? *from : p.full).to(storage_device_, at::kFloat).requires_grad_(p.full.requires_grad());
+    if (from) {
+      const int64_t begin = std::min(p.rows, shard_index_ * p.rows_per_shard);
+      weight_bytes_read_ += std::min(p.rows - begin, p.rows_per_shard) * numel_per_row(*from) *
+                            static_cast<int64_t>(from->element_size());
+      release_mapped_pages(*from);
+    }
     p.full.set_data(torch::empty(p.full.sizes(), p.full.options().dtype(options_.param_dtype).device(compute_device_)));
   }
   if (sharded(unit)) reshard(unit);
@@ -214,6 +243,7 @@ void FullyShardedModel::start_gather(Unit& unit) {
   }
   auto in = torch::cat(pieces);
   unit.gather_out = torch::empty({shard_count_ * total}, in.options());
+  const NvtxRange range("all_gather");
   unit.gather_work = shard_group_->_allgather_base(unit.gather_out, in);
 }
 
@@ -337,11 +367,13 @@ void FullyShardedModel::reduce_gradients(Unit& unit) {
   if (sharded(unit)) {
     unit.reduce_out = torch::empty({in.size(1)}, in.options());
     auto flat = in.reshape({-1});
+    const NvtxRange range("reduce_scatter");
     unit.reduce_work = shard_group_->_reduce_scatter_base(unit.reduce_out, flat);
   } else {
     unit.reduce_out = in.reshape({-1});
     if (dp_group_) {
       std::vector<at::Tensor> buffers{unit.reduce_out};
+      const NvtxRange range("all_reduce");
       unit.reduce_work = dp_group_->allreduce(buffers);
     }
   }
@@ -384,7 +416,8 @@ void FullyShardedModel::finish_backward() {
       for (auto& p : unit.params)
         if (p.local.grad().defined()) grads.push_back(p.local.grad().reshape({-1}));
       if (grads.empty()) continue;
-      std::vector<at::Tensor> buffers{torch::cat(grads).to(options_.reduce_dtype)};
+      // On the compute device: NCCL takes device tensors only (offloaded slices go there and back).
+      std::vector<at::Tensor> buffers{torch::cat(grads).to(compute_device_, options_.reduce_dtype)};
       wait(replicate_group_->allreduce(buffers));
       int64_t offset = 0;
       for (auto& p : unit.params) {
@@ -408,9 +441,11 @@ at::Tensor FullyShardedModel::clip_grad_norm_tensor(double max_norm) {
   for (const auto& unit : units_)
     for (const auto& p : unit.params)
       if (p.local.grad().defined()) (sharded(unit) ? sharded_grads : replicated_grads).push_back(p.local.grad());
-  auto squares = [](const std::vector<at::Tensor>& grads) {
-    if (grads.empty()) return torch::zeros({}, torch::kFloat);
-    return at::stack(at::_foreach_norm(grads, 2)).to(torch::kCPU, torch::kFloat).square().sum();
+  // On the compute device, where the shard group's collectives run (NCCL on a GPU, so nothing is
+  // read back to the host; Gloo on the CPU). Offloaded gradients' norms travel there as scalars.
+  auto squares = [this](const std::vector<at::Tensor>& grads) {
+    if (grads.empty()) return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(compute_device_));
+    return at::stack(at::_foreach_norm(grads, 2)).to(compute_device_, torch::kFloat).square().sum();
   };
   auto sharded_sq = squares(sharded_grads).reshape({1});
   if (shard_group_) {

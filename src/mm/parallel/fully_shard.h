@@ -58,9 +58,13 @@ struct ShardedMemory {
 class FullyShardedModel {
  public:
   // Shards the units' parameters (their values must already be equal on every rank, e.g. the
-  // same init seed or checkpoint). Parameters on `compute_device`.
+  // same init seed or checkpoint) and places them on `compute_device`. `weights` (by parameter
+  // name, e.g. from_pretrained_unloaded's views of the mapped checkpoint) give the values of the
+  // parameters they name instead: each rank copies only the rows of its own slices from them (and
+  // whole tensors for replicated units), so a model too big for one rank loads on several; the
+  // module's own tensors of those parameters are never read.
   FullyShardedModel(std::vector<UnitSpec> units, const DeviceMesh& mesh, ShardingOptions options,
-                    c10::Device compute_device);
+                    c10::Device compute_device, const NamedTensorList& weights = {});
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -83,8 +87,8 @@ class FullyShardedModel {
 
   // Global L2 norm of all gradients (each element counted once over the job), and clipping to
   // max_norm when > 0 (a non-finite norm leaves the grads). Same arithmetic as
-  // torch.nn.utils.clip_grad_norm_ up to summation order. A float32 scalar, not read on the host
-  // here (it is on the CPU: the Gloo all-reduce carries host tensors).
+  // torch.nn.utils.clip_grad_norm_ up to summation order. A float32 scalar on the compute device,
+  // not read on the host here.
   at::Tensor clip_grad_norm_tensor(double max_norm);
 
   // ---- checkpoints ----
@@ -113,6 +117,10 @@ class FullyShardedModel {
   void gather_all_for_export();
 
   ShardedMemory memory() const;
+  // Bytes this rank copied from the constructor's `weights` (in their dtype), and their total:
+  // about 1/N of it under FSDP over N ranks.
+  int64_t weight_bytes_read() const { return weight_bytes_read_; }
+  int64_t weight_bytes_total() const { return weight_bytes_total_; }
   // Seconds this rank spent blocked on collectives since the last call (the part of
   // communication that computation did not hide).
   double take_wait_seconds();
@@ -122,7 +130,7 @@ class FullyShardedModel {
   struct Param;
   struct Unit;
 
-  void shard_unit(Unit& unit);
+  void shard_unit(Unit& unit, const std::map<std::string, at::Tensor>& weights);
   void start_gather(Unit& unit);
   void unshard(Unit& unit);  // waits for a started gather or gathers now
   void reshard(Unit& unit);
@@ -148,6 +156,7 @@ class FullyShardedModel {
   bool gathered_for_export_ = false;
   double wait_seconds_ = 0;
   int64_t gradient_bytes_ = 0;
+  int64_t weight_bytes_read_ = 0, weight_bytes_total_ = 0;
 };
 
 }  // namespace mm::parallel

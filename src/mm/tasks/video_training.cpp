@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <utility>
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "mm/core/device.h"
@@ -157,9 +159,18 @@ class VideoTrainingTask : public TrainingTask {
     const auto& m = config.model;
     WanLoadOptions load;
     load.text_encoder = load.vae = !config.from_features() && !m.random_frozen;
-    load.transformer = !m.from_scratch;
+    // Sharded over several ranks, the transformer is built without its weights and each rank
+    // copies only its own rows of them (take_unloaded_weights); otherwise it loads whole.
+    const bool sharded_load = !m.from_scratch && mesh.size(parallel::MeshDim::dp_shard) > 1;
+    load.transformer = !m.from_scratch && !sharded_load;
     load.device = resolve_device(config.train.device, "train.device");  // straight onto it
     model_ = WanModel::from_pretrained(m.path, load);
+    if (sharded_load) {
+      auto [transformer, weights] =
+          WanTransformer3DModelImpl::from_pretrained_unloaded(m.path / load.transformer_folder, load.dtype);
+      model_->transformer = WanTransformer3DModel(transformer);
+      unloaded_ = std::move(weights);
+    }
     // Random frozen parts are rebuilt even for features (which they made), to be exported.
     if (m.random_frozen) init_frozen_parts_randomly(*model_, m.init_seed + 1);
     if (m.from_scratch) {
@@ -180,6 +191,7 @@ class VideoTrainingTask : public TrainingTask {
   // The transformer and the frozen VAE and umT5 (batches follow them in next()).
   void to_device(const c10::Device& device) override { model_->to(device); }
   torch::nn::Module& module() override { return *model_->transformer; }
+  NamedTensors take_unloaded_weights() override { return std::exchange(unloaded_, {}); }
   std::vector<ShardUnit> sharding_units() override { return wan_sharding_units(model_->transformer); }
   void set_block_runner(const BlockRunner& runner) override { model_->transformer->block_runner = runner; }
   TrainingData& data() override { return *data_; }
@@ -217,6 +229,7 @@ class VideoTrainingTask : public TrainingTask {
  private:
   const VideoTrainConfig& config_;
   std::unique_ptr<WanModel> model_;
+  NamedTensors unloaded_;
   std::unique_ptr<VideoTrainingData> data_;
 };
 

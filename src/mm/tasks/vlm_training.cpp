@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <utility>
+
 #include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 #include "mm/core/device.h"
 #include "mm/core/error.h"
@@ -25,16 +27,30 @@ namespace mm {
 
 namespace {
 
-QwenVLForConditionalGeneration build_model(const TrainConfig& config) {
+struct BuiltModel {
+  QwenVLForConditionalGeneration model{nullptr};
+  NamedTensors unloaded;  // for the sharding to copy each rank's rows from (take_unloaded_weights)
+};
+
+// One process (or DDP): loaded whole, straight onto train.device (the trainer's to_device then
+// has nothing to move). Sharded over several ranks: built on the CPU without its weights, whose
+// checkpoint tensors stay mapped until the sharding copies this rank's rows of them, so no rank
+// ever holds the whole model (a 72B model loads on ranks that could not hold it).
+BuiltModel build_model(const TrainConfig& config, const parallel::DeviceMesh& mesh) {
   const auto& m = config.model;
   MM_CHECK(fs::is_regular_file(m.path / "config.json"), "model.path: ", m.path.string(), " has no config.json");
-  // Loaded straight onto train.device (the trainer's to_device then has nothing to move).
-  if (!m.from_scratch)
-    return QwenVLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32,
-                                                               resolve_device(config.train.device, "train.device"));
-  QwenVLForConditionalGeneration model(QwenVLConfig::from_file(m.path / "config.json"));
-  init_weights(model, m.init_seed);
-  return model;
+  if (m.from_scratch) {
+    BuiltModel built{QwenVLForConditionalGeneration(QwenVLConfig::from_file(m.path / "config.json")), {}};
+    init_weights(built.model, m.init_seed);
+    return built;
+  }
+  if (mesh.size(parallel::MeshDim::dp_shard) > 1) {
+    auto unloaded = QwenVLForConditionalGenerationImpl::from_pretrained_unloaded(m.path, torch::kFloat32);
+    return {unloaded.model, std::move(unloaded.weights)};
+  }
+  return {QwenVLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32,
+                                                              resolve_device(config.train.device, "train.device")),
+          {}};
 }
 
 void apply_freezing(QwenVLForConditionalGeneration& model, const TrainConfig::Freeze& freeze) {
@@ -160,7 +176,10 @@ class VlmTrainingData : public TrainingData {
 class VlmTrainingTask : public TrainingTask {
  public:
   VlmTrainingTask(const TrainConfig& config, const parallel::DeviceMesh& mesh)
-      : config_(config), model_(build_model(config)) {
+      : config_(config) {
+    auto built = build_model(config, mesh);
+    model_ = built.model;
+    unloaded_ = std::move(built.unloaded);
     apply_freezing(model_, config.freeze);
     if (config.lora_enabled) {
       const int64_t n = apply_lora(*model_, config.lora);
@@ -171,6 +190,7 @@ class VlmTrainingTask : public TrainingTask {
   }
 
   torch::nn::Module& module() override { return *model_; }
+  NamedTensors take_unloaded_weights() override { return std::exchange(unloaded_, {}); }
   std::vector<ShardUnit> sharding_units() override {
     return qwen_vl_sharding_units(model_, config_.parallel.vision, config_.parallel.language);
   }
@@ -220,7 +240,8 @@ class VlmTrainingTask : public TrainingTask {
 
  private:
   const TrainConfig& config_;
-  QwenVLForConditionalGeneration model_;
+  QwenVLForConditionalGeneration model_{nullptr};
+  NamedTensors unloaded_;
   std::unique_ptr<VlmTrainingData> data_;
 };
 

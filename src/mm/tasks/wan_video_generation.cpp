@@ -17,7 +17,7 @@ namespace {
 // examples/wan/tiny-synth) is refused here with what to do, not by the first loader that finds none.
 void check_has_weights(const fs::path& dir, const std::string& transformer) {
   std::vector<std::string> empty;
-  for (const std::string part : {std::string("text_encoder"), std::string("vae"), transformer}) {
+  for (const std::string& part : {std::string("text_encoder"), std::string("vae"), transformer}) {
     std::error_code ec;
     if (!fs::is_directory(dir / part, ec)) continue;  // named by the loader
     bool has_weights = false;

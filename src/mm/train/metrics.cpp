@@ -45,6 +45,13 @@ int64_t peak_memory_bytes(const std::string& device) {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
+int64_t peak_reserved_bytes(const std::string& device) {
+  const c10::Device d(device);
+  if (!d.is_cuda()) return -1;
+  const auto stats = c10::getDeviceAllocator(c10::kCUDA)->getDeviceStats(d.has_index() ? d.index() : 0);
+  return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+}
+
 nlohmann::json RunSummary::to_json() const {
   return {{"steps", steps},
           {"last_step", last_step},
@@ -95,6 +102,8 @@ nlohmann::json MetricsLogger::log_step(const StepMetrics& m) {
                            {"samples_per_s", m.samples_per_s},
                            {"peak_memory_bytes", memory},
                            {"elapsed_s", elapsed}};
+  if (const int64_t reserved = peak_reserved_bytes(options_.device); reserved >= 0)
+    record["peak_reserved_bytes"] = reserved;
   for (const auto& [k, v] : m.extra) {
     MM_CHECK(!record.contains(k), "metrics: extra scalar '", k, "' clashes with a standard field");
     record[k] = v;

@@ -54,6 +54,9 @@ struct RunSummary {
 // Peak memory so far: CUDA devices report the caching allocator's peak allocated bytes; the CPU
 // reports the process's peak resident set (getrusage ru_maxrss).
 int64_t peak_memory_bytes(const std::string& device);
+// The CUDA caching allocator's peak reserved bytes (what it took from the driver: the allocated
+// peak plus its cached, fragmented rest); -1 for the CPU.
+int64_t peak_reserved_bytes(const std::string& device);
 
 class MetricsLogger {
  public:

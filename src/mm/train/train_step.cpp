@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/core/nvtx_range.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/train/autocast.h"
 #include "mm/train/grad_clip.h"
@@ -48,20 +49,30 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
     }
     at::Tensor sum;
     {
+      const NvtxRange range("forward");
       AutocastGuard autocast(options.bf16_autocast, device);
       sum = loss_sum(i);
     }
-    (sum / static_cast<double>(result.loss_units)).backward();
-    if (dp) dp->finish_backward();
+    {
+      const NvtxRange range("backward");
+      (sum / static_cast<double>(result.loss_units)).backward();
+      if (dp) dp->finish_backward();
+    }
     const auto part = sum.detach().to(torch::kFloat64);
     step_loss = step_loss.defined() ? step_loss + part : part;
   }
   // Clipping and the update are queued without the host reading anything: a non-finite norm
   // skips the update through found_inf. The loss and the norm are read once, at the end.
-  const auto norm = dp ? dp->clip_grad_norm_tensor(options.max_grad_norm)
-                       : clip_grad_norm_tensor(params, options.max_grad_norm);
-  optimizer.step(lr, at::isfinite(norm).logical_not().to(at::kFloat));
-  optimizer.zero_grad();
+  at::Tensor norm;
+  {
+    const NvtxRange range("clip_grad_norm");
+    norm = dp ? dp->clip_grad_norm_tensor(options.max_grad_norm) : clip_grad_norm_tensor(params, options.max_grad_norm);
+  }
+  {
+    const NvtxRange range("optimizer");
+    optimizer.step(lr, at::isfinite(norm).logical_not().to(at::kFloat));
+    optimizer.zero_grad();
+  }
   auto total = step_loss.to(torch::kCPU).reshape({1});
   if (dp) dp->mesh().all_reduce_sum(total);
   result.loss = total[0].item<double>() / static_cast<double>(result.loss_units);

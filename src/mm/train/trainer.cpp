@@ -63,7 +63,7 @@ class Trainer {
   TrainSummary run(const TaskFactory& make_task);
 
  private:
-  void setup_model();
+  void setup_model(c10::Device device, const NamedTensors& unloaded_weights);
   int64_t total_steps() const;
   std::unique_ptr<MicroBatch> next_micro_batch();
   SamplerState data_position() const;  // collective
@@ -94,7 +94,7 @@ class Trainer {
   int64_t step_ = 0;
 };
 
-void Trainer::setup_model() {
+void Trainer::setup_model(c10::Device device, const NamedTensors& unloaded_weights) {
   auto& module = task_->module();
   const BlockRunner recompute = settings_.train.recompute ? recompute_runner() : BlockRunner();
   task_->set_block_runner(recompute);
@@ -109,8 +109,11 @@ void Trainer::setup_model() {
   log::info("model: ", total, " parameters, ", trainable, " trainable");
   MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
   parallel_ = std::make_unique<parallel::FullyShardedModel>(task_->sharding_units(), *mesh_,
-                                                            sharding_options(settings_.parallel),
-                                                            module.parameters().front().device());
+                                                            sharding_options(settings_.parallel), device,
+                                                            unloaded_weights);
+  if (!unloaded_weights.empty())
+    log::info("sharded loading: this rank read ", parallel_->weight_bytes_read(), " B of the checkpoint's ",
+              parallel_->weight_bytes_total(), " B");
   task_->set_block_runner(parallel_->block_runner(recompute));
   named_params_ = parallel_->optimizer_parameters();
   for (auto& [_, p] : named_params_) params_.push_back(p);
@@ -274,6 +277,10 @@ void Trainer::log_state_bytes(MetricsLogger& metrics) const {
   metrics.add_count("state_bytes.parameters", parameters);
   metrics.add_count("state_bytes.gradients", gradients);
   metrics.add_count("state_bytes.optimizer", optimizer);
+  if (parallel_->weight_bytes_total() > 0) {
+    metrics.add_count("load_bytes.read_by_this_rank", parallel_->weight_bytes_read());
+    metrics.add_count("load_bytes.checkpoint", parallel_->weight_bytes_total());
+  }
 }
 
 TrainSummary Trainer::run(const TaskFactory& make_task) {
@@ -283,24 +290,29 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
   output_ = settings_.output.dir;
   // Before anything is loaded: a GPU asked for and not there fails here.
   const c10::Device device = resolve_device(train.device, "train.device");
-  setup_data_parallel(settings_.parallel, job_, mesh_);
-  MM_CHECK(device.is_cpu() || mesh_->world_size() == 1, "train.device: ", device.str(), " with ",
-           mesh_->world_size(), " processes needs NCCL collectives, which are not built yet (Gloo carries CPU ",
-           "tensors): train on one GPU, or set train.device: cpu");
+  // Device tensors travel over NCCL on a GPU job (Gloo keeps the host scalars), over Gloo on a CPU one.
+  setup_data_parallel(settings_.parallel, job_, mesh_, device);
   fs::create_directories(output_);
   task_ = make_task(*mesh_);
+  // A model left unloaded for sharded loading stays where it was built: the sharding places each
+  // parameter (moving the module would write every tensor the ranks are not meant to hold).
+  const NamedTensors unloaded = task_->take_unloaded_weights();
+  if (!device.is_cpu() && !unloaded.empty()) {
+    torch::NoGradGuard no_grad;
+    for (auto& buffer : task_->module().buffers()) buffer.set_data(buffer.to(device));
+  }
   // MFU is the model FLOPs rate per device over the device's dense bf16 peak, known for the GPUs
   // model_flops.h lists; elsewhere only the rate is logged.
   double peak_flops = 0;
   if (!device.is_cpu()) {
-    task_->to_device(device);
+    if (unloaded.empty()) task_->to_device(device);
     const std::string name = cuda_device_name(device.index());
     peak_flops = peak_bf16_flops(name);
     log::info("training on ", device.str(), " (", name.empty() ? "name unknown" : name, "); ",
               peak_flops > 0 ? str_cat("MFU against its dense bf16 peak of ", peak_flops / 1e12, " TFLOP/s")
                              : std::string("no known bf16 peak: MFU is not reported"));
   }
-  setup_model();
+  setup_model(device, unloaded);
   const int64_t steps = total_steps();
   const LrSchedule schedule(lr_schedule_config(settings_.schedule, steps));
 

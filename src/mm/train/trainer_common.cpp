@@ -9,7 +9,7 @@
 namespace mm {
 
 void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<dist::Rendezvous>& job,
-                         std::unique_ptr<parallel::DeviceMesh>& mesh) {
+                         std::unique_ptr<parallel::DeviceMesh>& mesh, c10::Device device) {
   const auto env = dist::DistEnv::from_env();
   if (!env.distributed()) {
     mesh = std::make_unique<parallel::DeviceMesh>();
@@ -21,8 +21,10 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
   job = dist::rendezvous(env, options);
   mesh = std::make_unique<parallel::DeviceMesh>(
-      *job, parallel::DeviceMesh::Dims{{parallel::MeshDim::dp_replicate, env.world_size / shard}, {parallel::MeshDim::dp_shard, shard}});
-  log::info("data parallel over ", env.world_size, " processes: ", mesh->describe());
+      *job, parallel::DeviceMesh::Dims{{parallel::MeshDim::dp_replicate, env.world_size / shard}, {parallel::MeshDim::dp_shard, shard}},
+      device);
+  log::info("data parallel over ", env.world_size, " processes: ", mesh->describe(), " (",
+            device.is_cuda() ? "NCCL" : "Gloo", " collectives)");
 }
 
 parallel::ShardingOptions sharding_options(const TrainConfig::Parallel& parallel) {

@@ -22,9 +22,10 @@ namespace mm {
 
 // One process: a trivial mesh and no job. Several (torchrun, mmtrain launch, Slurm variables):
 // the rendezvous and a dp_replicate x dp_shard mesh over it (`mesh` refers to `job`, so both stay
-// where they are). Throws mm::Error when dp_shard does not divide the world size.
+// where they are), whose groups carry tensors on `device` (NCCL for a GPU, Gloo for the CPU).
+// Throws mm::Error when dp_shard does not divide the world size.
 void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<dist::Rendezvous>& job,
-                         std::unique_ptr<parallel::DeviceMesh>& mesh);
+                         std::unique_ptr<parallel::DeviceMesh>& mesh, c10::Device device);
 
 parallel::ShardingOptions sharding_options(const TrainConfig::Parallel& parallel);
 AdamWConfig adamw_config(const TrainConfig::Optim& optim);

@@ -75,6 +75,11 @@ class TrainingTask {
   // moves module(); a task that computes with more (frozen encoders) moves that too, or refuses
   // a device it cannot run on yet, naming it.
   virtual void to_device(const c10::Device& device) { module().to(device); }
+  // Weights the task left unloaded for sharded loading: parameter name -> a view of the mapped
+  // checkpoint (the module's own tensors of those parameters are allocated, never written). The
+  // trainer hands them to the sharding, where each rank copies only its own rows, and does not
+  // move the module (to_device); empty when the task loaded its model itself. Taken once.
+  virtual NamedTensors take_unloaded_weights() { return {}; }
   // Installs the runner every block (decoder layer, ViT block, DiT block) is run through.
   virtual void set_block_runner(const BlockRunner& runner) = 0;
 

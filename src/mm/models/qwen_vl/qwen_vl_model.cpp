@@ -76,8 +76,10 @@ QwenVLForConditionalGenerationImpl::QwenVLForConditionalGenerationImpl(const Qwe
     lm_head = register_module("lm_head", Linear(config.text.hidden_size, config.text.vocab_size, /*bias=*/false));
 }
 
-QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrained(
-    const std::filesystem::path& dir, torch::Dtype dtype, const c10::Device& device) {
+namespace {
+
+// config.json with the eos ids of generation_config.json.
+QwenVLConfig pretrained_config(const std::filesystem::path& dir) {
   MM_CHECK(std::filesystem::is_directory(dir), "from_pretrained: ", dir.string(), " is not a directory");
   auto config = QwenVLConfig::from_file(dir / "config.json");
   const auto generation_json = dir / "generation_config.json";
@@ -94,15 +96,39 @@ QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrain
       }
     }
   }
-  const bool tied = config.text.tie_word_embeddings;
+  return config;
+}
+
+WeightLoadOptions pretrained_load_options(const QwenVLConfig& config) {
+  WeightLoadOptions options;
+  options.checkpoint_to_module = [tied = config.text.tie_word_embeddings](const std::string& name) {
+    return qwen_vl_module_name(name, tied);
+  };
+  return options;
+}
+
+}  // namespace
+
+QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrained(
+    const std::filesystem::path& dir, torch::Dtype dtype, const c10::Device& device) {
+  const auto config = pretrained_config(dir);
   const auto checkpoint = Checkpoint::open(dir);
   check_block_counts(config, checkpoint, dir);
   auto result = build_for_loading(dtype, device, [&] { return QwenVLForConditionalGeneration(config); });
-  WeightLoadOptions options;
-  options.checkpoint_to_module = [tied](const std::string& name) { return qwen_vl_module_name(name, tied); };
-  load_weights(*result, checkpoint, options);
+  load_weights(*result, checkpoint, pretrained_load_options(config));
   result->eval();
   return result;
+}
+
+QwenVLForConditionalGenerationImpl::Unloaded QwenVLForConditionalGenerationImpl::from_pretrained_unloaded(
+    const std::filesystem::path& dir, torch::Dtype dtype) {
+  const auto config = pretrained_config(dir);
+  const auto checkpoint = Checkpoint::open(dir);
+  check_block_counts(config, checkpoint, dir);
+  auto model = build_for_loading(dtype, c10::kCPU, [&] { return QwenVLForConditionalGeneration(config); });
+  auto weights = match_weights(*model, checkpoint, pretrained_load_options(config));
+  model->eval();
+  return {model, std::move(weights)};
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,

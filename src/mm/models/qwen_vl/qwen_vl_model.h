@@ -59,6 +59,13 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   static QwenVLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
                                                         torch::Dtype dtype = torch::kFloat32,
                                                         const c10::Device& device = c10::kCPU);
+  // The same model built on the CPU in `dtype` without its weights, and the checkpoint's tensors
+  // by module parameter name, checked like from_pretrained's and still views of the mapped files:
+  // for sharded training (parallel/fully_shard.h `weights`), where each rank copies only the
+  // rows it keeps. The parameters' storage is allocated and never written, so until something
+  // writes it, it costs address space, not memory.
+  struct Unloaded;
+  static Unloaded from_pretrained_unloaded(const std::filesystem::path& dir, torch::Dtype dtype = torch::kFloat32);
 
   // Full forward: logits [batch, seq, vocab].
   torch::Tensor forward(const QwenVLInputs& inputs);
@@ -97,5 +104,10 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   QwenVLConfig config_;
 };
 TORCH_MODULE(QwenVLForConditionalGeneration);
+
+struct QwenVLForConditionalGenerationImpl::Unloaded {
+  QwenVLForConditionalGeneration model;
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+};
 
 }  // namespace mm

@@ -32,24 +32,47 @@ WanTransformer3DModelImpl::WanTransformer3DModelImpl(const WanTransformerConfig&
       register_parameter("scale_shift_table", torch::randn({1, 2, dim}) / std::sqrt(static_cast<double>(dim)));
 }
 
-std::shared_ptr<WanTransformer3DModelImpl> WanTransformer3DModelImpl::from_pretrained(const std::filesystem::path& dir,
-                                                                                     torch::ScalarType dtype, const c10::Device& device) {
-  MM_CHECK(std::filesystem::is_directory(dir), "Wan transformer from_pretrained: ", dir.string(), " is not a directory");
-  const auto config = WanTransformerConfig::from_file(dir / "config.json");
+namespace {
+
+// Built in `dtype` on `device` without random init, with the parameters diffusers keeps in fp32
+// made fp32.
+std::shared_ptr<WanTransformer3DModelImpl> build_unloaded(const WanTransformerConfig& config, torch::ScalarType dtype,
+                                                          const c10::Device& device) {
   auto model = build_for_loading(dtype, device, [&] { return std::make_shared<WanTransformer3DModelImpl>(config); });
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->named_parameters())
-      if (wan_keeps_fp32(p.key())) p.value().set_data(p.value().to(torch::kFloat32));
-  }
-  const auto weights = read_diffusers_weights(dir);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    if (wan_keeps_fp32(p.key())) p.value().set_data(p.value().to(torch::kFloat32));
+  return model;
+}
+
+WeightLoadOptions diffusers_load_options() {
   WeightLoadOptions options;
   options.checkpoint_to_module = [](const std::string& name) -> std::string {
     return name.find("norm_added_q") == std::string::npos ? name : "";
   };
-  load_weights(*model, weights.tensors, weights.source, options);
+  return options;
+}
+
+}  // namespace
+
+std::shared_ptr<WanTransformer3DModelImpl> WanTransformer3DModelImpl::from_pretrained(const std::filesystem::path& dir,
+                                                                                     torch::ScalarType dtype, const c10::Device& device) {
+  MM_CHECK(std::filesystem::is_directory(dir), "Wan transformer from_pretrained: ", dir.string(), " is not a directory");
+  auto model = build_unloaded(WanTransformerConfig::from_file(dir / "config.json"), dtype, device);
+  const auto weights = read_diffusers_weights(dir);
+  load_weights(*model, weights.tensors, weights.source, diffusers_load_options());
   model->eval();
   return model;
+}
+
+std::pair<std::shared_ptr<WanTransformer3DModelImpl>, std::vector<std::pair<std::string, torch::Tensor>>>
+WanTransformer3DModelImpl::from_pretrained_unloaded(const std::filesystem::path& dir, torch::ScalarType dtype) {
+  MM_CHECK(std::filesystem::is_directory(dir), "Wan transformer from_pretrained: ", dir.string(), " is not a directory");
+  auto model = build_unloaded(WanTransformerConfig::from_file(dir / "config.json"), dtype, c10::kCPU);
+  const auto weights = read_diffusers_weights(dir);
+  auto matched = match_weights(*model, weights.tensors, weights.source, diffusers_load_options());
+  model->eval();
+  return {model, std::move(matched)};
 }
 
 torch::Tensor WanTransformer3DModelImpl::forward(const torch::Tensor& latents, const torch::Tensor& timestep,

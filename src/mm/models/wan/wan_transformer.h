@@ -38,6 +38,11 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
   static std::shared_ptr<WanTransformer3DModelImpl> from_pretrained(const std::filesystem::path& dir,
                                                                     torch::ScalarType dtype = torch::kFloat32,
                                                                     const c10::Device& device = c10::kCPU);
+  // The same model built on the CPU without its weights (storage allocated, never written), and
+  // the checkpoint's tensors by parameter name, checked and still views of the mapped files: for
+  // sharded training, where each rank copies only the rows it keeps (parallel/fully_shard.h).
+  static std::pair<std::shared_ptr<WanTransformer3DModelImpl>, std::vector<std::pair<std::string, torch::Tensor>>>
+  from_pretrained_unloaded(const std::filesystem::path& dir, torch::ScalarType dtype = torch::kFloat32);
 
   // latents: [batch, in_channels, frames, height, width] (each divisible by its patch size);
   // timestep: [batch], or per token [batch, tokens] with tokens = the patch grid's size in
