@@ -224,6 +224,17 @@ TEST(DataParallel, FsdpRanksLoadOnlyTheirRowsOfAPretrainedModel) {
   EXPECT_GT(read, 0.45 * total);
   EXPECT_LT(read, 0.55 * total);
   EXPECT_NE(two.output.find("sharded loading: this rank read"), std::string::npos) << two.output;
+
+  // LoRA: adapters added to the unloaded model keep their own initial values, the base weights
+  // come from the checkpoint rows; the losses still equal one process's.
+  const auto lora_one = train("pretrained_lora_one", 1, from + " --set lora.enabled=true");
+  const auto lora_two = train("pretrained_lora_fsdp2", 2, from + " --set lora.enabled=true --set parallel.dp_shard=2");
+  ASSERT_EQ(lora_one.status, 0) << lora_one.output;
+  ASSERT_EQ(lora_two.status, 0) << lora_two.output;
+  const auto lora_expected = losses_of(lora_one), lora_got = losses_of(lora_two);
+  ASSERT_EQ(lora_got.size(), 3u);
+  for (const auto& [step, loss] : lora_expected)
+    EXPECT_NEAR(lora_got.at(step), loss, 1e-5 * std::abs(loss)) << "LoRA step " << step;
 }
 
 // A 4-rank FSDP run that saves at steps 5 and 10 (shared by the checkpoint tests).

@@ -13,11 +13,6 @@
 namespace mm::dist {
 namespace {
 
-std::string message_of(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
-
 // The checks every NCCL call shares: a GPU there, and this rank a member of `ranks`. Returns the
 // rank's index in the group.
 int member_index(const Rendezvous& job, const std::vector<int64_t>& ranks, const std::string& tag,

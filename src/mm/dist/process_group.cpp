@@ -14,12 +14,6 @@
 namespace mm::dist {
 namespace {
 
-// c10's errors carry a C++ backtrace in what(); a user needs the message.
-std::string message_of(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
-
 // The integer value of environment variable `name`, or `fallback` when it is unset or empty.
 int64_t env_int(const char* name, int64_t fallback) {
   const char* value = std::getenv(name);
@@ -74,6 +68,11 @@ DistEnv DistEnv::from_env() {
   MM_CHECK(env.master_port >= 1 && env.master_port <= 65535, "MASTER_PORT=", env.master_port,
            " must be in [1, 65535]");
   return env;
+}
+
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
 }
 
 bool gloo_available() {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -57,5 +58,8 @@ c10::intrusive_ptr<c10d::Backend> init_gloo_group(const DistEnv& env, const Rend
 
 // Whether this build has Gloo (the gloo headers were found at configure time).
 bool gloo_available();
+
+// An exception's message for a user: c10's errors carry a C++ backtrace in what(), dropped here.
+std::string message_of(const std::exception& e);
 
 }  // namespace mm::dist
