@@ -35,7 +35,7 @@ c10::intrusive_ptr<c10d::Backend> make_group(const Rendezvous& job, const c10::i
   // High-priority streams: FSDP's all-gathers should not queue behind the compute kernels.
   auto options = c10d::ProcessGroupNCCL::Options::create(/*is_high_priority_stream=*/true);
   options->timeout = job.options.timeout;
-  options->group_name = tag;  // names the group in the watchdog's messages
+  options->group_name = "nccl/" + tag;  // names the group in the watchdog's messages
   for (const int64_t r : ranks) options->global_ranks_in_group.push_back(static_cast<uint64_t>(r));
   if (parent) {
     auto from = c10::dynamic_intrusive_pointer_cast<c10d::ProcessGroupNCCL>(parent);
