@@ -1,8 +1,11 @@
 """Oracle: conversations rendered by transformers' apply_chat_template (tokenize=False) with the
-official Qwen2-VL / Qwen2.5-VL chat template (qwen2_vl_chat_template.py).
+official Qwen2-VL / Qwen2.5-VL chat template (qwen2_vl_chat_template.py), and with a fine-tuned
+model's own template (the same with another default system prompt), as a model directory ships it.
 
 Writes <out>/conversations.json: [{"name", "messages", "add_generation_prompt", "add_vision_id",
-"expected"}].
+"expected"}], <out>/qwen2_vl_chat_template.jinja (the template text), and
+<out>/custom_template.json: {"template", "cases": [{"name", "messages", "add_generation_prompt",
+"expected"}]}.
 """
 import json, os, sys
 
@@ -73,3 +76,20 @@ for name, messages in conversations.items():
                             "add_vision_id": add_vision_id, "expected": expected})
 with open(os.path.join(out, "conversations.json"), "w") as f:
     json.dump(records, f, ensure_ascii=False, indent=1)
+with open(os.path.join(out, "qwen2_vl_chat_template.jinja"), "w") as f:
+    f.write(QWEN2_VL_CHAT_TEMPLATE)
+
+# A fine-tuned model's template: another default system prompt (what a new user met rendered with
+# the built-in template, silently).
+CUSTOM_TEMPLATE = QWEN2_VL_CHAT_TEMPLATE.replace("You are a helpful assistant.", "You are a careful radiologist.")
+assert CUSTOM_TEMPLATE != QWEN2_VL_CHAT_TEMPLATE
+custom = PreTrainedTokenizerFast(
+    tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")), chat_template=CUSTOM_TEMPLATE)
+custom_cases = []
+for name, messages in conversations.items():
+    for add_generation_prompt in (False, True):
+        custom_cases.append({"name": name, "messages": messages, "add_generation_prompt": add_generation_prompt,
+                             "expected": custom.apply_chat_template(messages, tokenize=False,
+                                                                    add_generation_prompt=add_generation_prompt)})
+with open(os.path.join(out, "custom_template.json"), "w") as f:
+    json.dump({"template": CUSTOM_TEMPLATE, "cases": custom_cases}, f, ensure_ascii=False, indent=1)

@@ -4,6 +4,7 @@
 
 #include "mm/core/json_config.h"
 #include "mm/tokenizer/chat_template.h"
+#include "mm/tokenizer/model_chat_template.h"
 #include "testing.h"
 
 namespace {
@@ -20,6 +21,73 @@ TEST(ChatTemplate, MatchesTransformersOnEveryConversation) {
     const auto messages = mm::parse_messages(record["messages"], name);
     EXPECT_EQ(mm::render_qwen2_vl_chat(messages, generation, vision_id), record["expected"].get<std::string>());
   }
+}
+
+// A model directory's own template is the one rendered (ModelChatTemplate), through our Jinja
+// interpreter, wherever the directory keeps it: the official template gives transformers' text on
+// every conversation, and a fine-tuned model's template (another system prompt) gives its own
+// text, not the built-in one's. A directory with none falls back to the built-in template.
+TEST(ModelChatTemplate, TheModelDirectorysOwnTemplateRendersAsTransformers) {
+  const auto golden = mm::testing::golden_dir("chat_template");
+  const auto dir = mm::testing::temp_dir("model_chat_template");
+  const auto official = dir / "official";
+  std::filesystem::create_directories(official);
+  std::filesystem::copy_file(golden / "qwen2_vl_chat_template.jinja", official / "chat_template.jinja",
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto from_official = mm::ModelChatTemplate::from_dir(official);
+  EXPECT_FALSE(from_official.is_builtin());
+  EXPECT_EQ(from_official.source(), (official / "chat_template.jinja").string());
+  int checked = 0;
+  for (const auto& record : mm::read_json_file(golden / "conversations.json")) {
+    if (record["add_vision_id"].get<bool>()) continue;  // a keyword the commands do not pass
+    const std::string name = record["name"];
+    SCOPED_TRACE(name);
+    EXPECT_EQ(from_official.render(mm::parse_messages(record["messages"], name), record["add_generation_prompt"]),
+              record["expected"].get<std::string>());
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
+
+  const json custom = mm::read_json_file(golden / "custom_template.json");
+  const std::string custom_text = custom["template"];
+  // Where transformers finds it: tokenizer_config.json (a string, or the "default" of a list),
+  // chat_template.json.
+  const auto in_config = dir / "in_tokenizer_config", in_list = dir / "in_list", in_json = dir / "in_json";
+  for (const auto& d : {in_config, in_list, in_json}) std::filesystem::create_directories(d);
+  std::ofstream(in_config / "tokenizer_config.json") << json{{"chat_template", custom_text}, {"eos_token", "<|im_end|>"}}.dump();
+  std::ofstream(in_list / "tokenizer_config.json")
+      << json{{"chat_template", json::array({json{{"name", "tool_use"}, {"template", "{{ 'tools' }}"}},
+                                             json{{"name", "default"}, {"template", custom_text}}})}}
+             .dump();
+  std::ofstream(in_json / "chat_template.json") << json{{"chat_template", custom_text}}.dump();
+  for (const auto& d : {in_config, in_list, in_json}) {
+    SCOPED_TRACE(d.filename().string());
+    const auto from_dir = mm::ModelChatTemplate::from_dir(d);
+    for (const auto& record : custom["cases"]) {
+      const auto messages = mm::parse_messages(record["messages"], record["name"].get<std::string>());
+      const std::string rendered = from_dir.render(messages, record["add_generation_prompt"]);
+      EXPECT_EQ(rendered, record["expected"].get<std::string>()) << record["name"];
+      if (messages.front().role != "system") {
+        EXPECT_NE(rendered.find("You are a careful radiologist."), std::string::npos);
+        EXPECT_NE(rendered, mm::render_qwen2_vl_chat(messages, record["add_generation_prompt"]));
+      }
+    }
+  }
+
+  const auto none = dir / "none";
+  std::filesystem::create_directories(none);
+  const auto builtin = mm::ModelChatTemplate::from_dir(none);
+  EXPECT_TRUE(builtin.is_builtin());
+  const auto hello = mm::parse_messages(json::parse(R"([{"role": "user", "content": "hi"}])"), "hello");
+  EXPECT_EQ(builtin.render(hello, true), mm::render_qwen2_vl_chat(hello, true));
+  EXPECT_THROW_MSG(from_official.render({}, true), "no messages to render");
+
+  const auto broken = dir / "broken";
+  std::filesystem::create_directories(broken);
+  std::ofstream(broken / "chat_template.jinja") << "{{ messages[0].content }}\n{% if %}";
+  EXPECT_THROW_MSG(mm::ModelChatTemplate::from_dir(broken), "chat_template.jinja:2");
+  std::ofstream(broken / "chat_template.jinja", std::ios::trunc) << "{{ messages | wordwrap }}";
+  EXPECT_THROW_MSG(mm::ModelChatTemplate::from_dir(broken), "unsupported filter 'wordwrap'");
 }
 
 TEST(ChatTemplate, ParsesPartsAndSources) {

@@ -379,7 +379,7 @@ TEST(Sampler, RanksGetDisjointShardsOfEqualSize) {
 }
 
 TEST(Sampler, StateRoundTripsThroughJson) {
-  const mm::SamplerState s{3, 17};
+  const mm::SamplerState s{3, 17, {}};
   EXPECT_EQ(mm::SamplerState::from_json(s.to_json()), s);
   EXPECT_THROW_MSG(mm::SamplerState::from_json(nlohmann::json{{"epoch", 1}}, "ckpt/data.json"), "ckpt/data.json.cursor");
 }

@@ -84,8 +84,9 @@ TEST_P(PipelineCase, EqualsTransformersProcessorAndGenerate) {
   check("video_grid_thw", inputs.video_grid_thw, 0);
   // Qwen2-VL's processor gives no seconds per grid (its positions have no time; ours, given
   // them, ignore them: test_qwen2_vl_model); Qwen2.5-VL's must equal ours.
-  if (oracle == "qwen2_5_vl_pipeline")
+  if (oracle == "qwen2_5_vl_pipeline") {
     EXPECT_EQ(inputs.second_per_grid_ts, c["second_per_grid_ts"].get<std::vector<double>>());
+  }
 
   mm::GenerationConfig greedy;
   greedy.max_new_tokens = 32;

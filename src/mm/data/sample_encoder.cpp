@@ -78,11 +78,13 @@ void SampleEncoderOptions::validate() const {
 }
 
 SampleEncoder::SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor& processor,
-                             const QwenVLConfig& config, SampleEncoderOptions options)
+                             const QwenVLConfig& config, SampleEncoderOptions options,
+                             ModelChatTemplate chat_template)
     : tokenizer_(tokenizer),
       processor_(with_pixel_limits(processor, options)),
       config_(config),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      chat_template_(std::move(chat_template)) {
   options_.validate();
   // Message-by-message tokenization is exact only because <|im_start|> is matched before BPE.
   MM_CHECK(tokenizer_.token_to_id(kImStart).has_value(), "SampleEncoder: the tokenizer lacks the added token ",
@@ -105,7 +107,7 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
     throw SampleError(SkipReason::no_supervised_tokens, str_cat(where, ": no assistant turn"));
 
   // Render before decoding media, so placeholder problems cost no decode.
-  const std::string text = render_qwen2_vl_chat(messages, /*add_generation_prompt=*/false);
+  const std::string text = chat_template_.render(messages, /*add_generation_prompt=*/false);
   const std::string image_pad = token_string(tokenizer_, config_.image_token_id, "image_token_id");
   const std::string video_pad = token_string(tokenizer_, config_.video_token_id, "video_token_id");
   size_t n_images = 0, n_videos = 0;
@@ -156,7 +158,7 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
   for (size_t k = 0; k < messages.size(); ++k) {
     const size_t end = k + 1 == messages.size()
                            ? text.size()
-                           : render_qwen2_vl_chat({messages.begin(), messages.begin() + k + 1}, false).size();
+                           : chat_template_.render({messages.begin(), messages.begin() + k + 1}, false).size();
     MM_CHECK(end >= begin && end <= text.size(), where, ": chat template prefix renders are inconsistent");
     const std::string segment = text.substr(begin, end - begin);
     const int64_t seg_images = static_cast<int64_t>(count_occurrences(segment, image_pad));
@@ -226,7 +228,7 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
 }
 
 int64_t SampleEncoder::estimate_length(const Conversation& conversation) const {
-  const std::string text = render_qwen2_vl_chat(conversation.messages, false);
+  const std::string text = chat_template_.render(conversation.messages, false);
   int64_t length = static_cast<int64_t>(tokenizer_.encode(text, false).size());
   const auto& ic = processor_.image_config();
   const auto& vc = processor_.video_config();

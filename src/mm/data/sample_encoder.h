@@ -19,6 +19,7 @@
 #include "mm/data/train_sample.h"
 #include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
+#include "mm/tokenizer/model_chat_template.h"
 
 namespace mm {
 
@@ -43,8 +44,10 @@ struct SampleEncoderOptions {
 
 class SampleEncoder {
  public:
+  // `chat_template`: the model directory's own (ModelChatTemplate::from_dir), or the built-in
+  // Qwen2-VL one by default.
   SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor& processor, const QwenVLConfig& config,
-                SampleEncoderOptions options = {});
+                SampleEncoderOptions options = {}, ModelChatTemplate chat_template = {});
 
   // Throws SampleError with the reason (missing/corrupt media, too long, placeholder mismatch,
   // no supervised tokens), naming the conversation by `where` (default "sample <index>").
@@ -66,6 +69,7 @@ class SampleEncoder {
   Qwen2VLProcessor processor_;
   QwenVLConfig config_;
   SampleEncoderOptions options_;
+  ModelChatTemplate chat_template_;
   int64_t im_end_id_ = -1, newline_id_ = -1;
   std::vector<int64_t> assistant_header_ids_;  // "<|im_start|>assistant\n"
 };

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
+#include "mm/core/log.h"
 #include "mm/media/image_decode.h"
 #include "mm/media/video_decode.h"
 
@@ -24,13 +25,17 @@ VideoSampling sampling_for(const Qwen2VLPreprocessConfig& config, const VideoOpt
 QwenVLChat::QwenVLChat(const std::filesystem::path& model_dir, torch::Dtype dtype, c10::Device device)
     : tokenizer_(Tokenizer::from_dir(model_dir)),
       processor_(Qwen2VLProcessor::from_pretrained(model_dir)),
+      chat_template_(ModelChatTemplate::from_dir(model_dir)),
       model_(QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, dtype, device)) {
   // Inputs are prepared on the CPU; the model moves them to its device (generation.cpp).
   model_->eval();
+  if (chat_template_.is_builtin())
+    log::warn(model_dir.string(), " ships no chat template (chat_template.jinja, chat_template.json or ",
+              "tokenizer_config.json's chat_template): prompts are rendered with the built-in Qwen2-VL template");
 }
 
 std::string QwenVLChat::render(const std::vector<ChatMessage>& messages) const {
-  return render_qwen2_vl_chat(messages, /*add_generation_prompt=*/true);
+  return chat_template_.render(messages, /*add_generation_prompt=*/true);
 }
 
 QwenVLInputs QwenVLChat::prepare(const std::vector<ChatMessage>& messages,

@@ -13,6 +13,7 @@
 #include "mm/tasks/vision_language_chat.h"
 #include "mm/tokenizer/bpe_tokenizer.h"
 #include "mm/tokenizer/chat_template.h"
+#include "mm/tokenizer/model_chat_template.h"
 
 namespace mm {
 
@@ -23,7 +24,8 @@ class QwenVLChat : public VisionLanguageChat {
   QwenVLChat(const std::filesystem::path& model_dir, torch::Dtype dtype = torch::kFloat32,
              c10::Device device = c10::Device(c10::kCPU));
 
-  // The prompt text (chat template with the assistant turn opened), before placeholder expansion.
+  // The prompt text (the model directory's own chat template, or the built-in Qwen2-VL one when
+  // it ships none, with the assistant turn opened), before placeholder expansion.
   std::string render(const std::vector<ChatMessage>& messages) const override;
 
   // Model inputs for a conversation: media decoded from each part's `source`, preprocessed,
@@ -45,6 +47,7 @@ class QwenVLChat : public VisionLanguageChat {
  private:
   Tokenizer tokenizer_;
   Qwen2VLProcessor processor_;
+  ModelChatTemplate chat_template_;
   QwenVLForConditionalGeneration model_{nullptr};
 };
 

@@ -83,7 +83,14 @@ class VlmTrainingData : public TrainingData {
     options.min_pixels = config.data.min_pixels;
     options.video_fps = config.data.video_fps;
     options.video_max_frames = config.data.video_max_frames;
-    encoder_ = std::make_unique<SampleEncoder>(*tokenizer_, processor, model_config, options);
+    auto chat_template = ModelChatTemplate::from_dir(config.model.path);
+    if (chat_template.is_builtin())
+      log::warn("model.path: ", config.model.path.string(), " ships no chat template (chat_template.jinja, ",
+                "chat_template.json or tokenizer_config.json's chat_template): conversations are rendered with ",
+                "the built-in Qwen2-VL template");
+    else
+      log::info("chat template: ", chat_template.source());
+    encoder_ = std::make_unique<SampleEncoder>(*tokenizer_, processor, model_config, options, std::move(chat_template));
     file_ = std::make_unique<ConversationFile>(ConversationFile::open(config.data.train, config.data.root));
     MM_CHECK(file_->size() > 0, "data.train: ", config.data.train.string(), " holds no records");
     std::vector<int64_t> lengths(file_->size(), 0);

@@ -73,6 +73,7 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const st
     const auto& content = message["content"];
     if (content.is_string()) {
       parsed.content.push_back({ContentPart::Kind::text, content.get<std::string>(), {}});
+      parsed.content_is_string = true;
     } else {
       MM_CHECK(content.is_array(), at, ".content: expected a string or an array of parts, got ", content.dump());
       for (size_t j = 0; j < content.size(); ++j) {

@@ -19,6 +19,9 @@ struct ContentPart {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ... (rendered as given)
   std::vector<ContentPart> content;
+  // The content was given as a plain string (one text part): a model's own Jinja template sees
+  // it as a string, as transformers passes it, not as a list of parts.
+  bool content_is_string = false;
 };
 
 // Parses a JSON array of messages: {"role": ..., "content": "text" | [part, ...]} where a part is
