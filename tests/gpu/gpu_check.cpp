@@ -92,6 +92,40 @@ mm::TrainSample train_sample(const mm::QwenVLConfig& config, int64_t before, int
   return s;
 }
 
+// The trainer's own step (padded batches of two samples, clipping, fused AdamW, lr 1e-3) on
+// `model`'s device, `batches` in turn: as the trainer runs one process (through the sharding
+// wrapper on a mesh of one, every unit replicated), or sharded over `mesh` with `sharding`.
+std::vector<mm::StepResult> train_steps(mm::QwenVLForConditionalGeneration& model,
+                                        const std::vector<mm::TrainBatch>& batches, int steps, bool bf16,
+                                        const mm::parallel::DeviceMesh* mesh = nullptr,
+                                        const mm::parallel::ShardingOptions& sharding = {}) {
+  const mm::parallel::DeviceMesh one_process;
+  mm::parallel::FullyShardedModel wrapped(
+      mm::qwen_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard),
+      mesh ? *mesh : one_process, sharding, model->parameters().front().device());
+  model->model->block_runner = model->visual->block_runner = wrapped.block_runner(nullptr);
+  const auto named = wrapped.optimizer_parameters();
+  std::vector<torch::Tensor> params;
+  for (const auto& [_, p] : named) params.push_back(p);
+  mm::AdamWConfig optim;
+  optim.lr = 1e-3;
+  mm::AdamW optimizer(named, optim);
+  mm::StepOptions options;
+  options.bf16_autocast = bf16;
+  options.data_parallel = &wrapped;
+  std::vector<mm::StepResult> results;
+  for (int s = 0; s < steps; ++s)
+    results.push_back(mm::train_step(model, optimizer, optim.lr, params, {batches[s % batches.size()]}, options));
+  wrapped.gather_all_for_export();  // the trained weights back in the module, for comparison
+  model->model->block_runner = model->visual->block_runner = nullptr;
+  return results;
+}
+
+std::vector<mm::TrainBatch> two_batches(const mm::QwenVLConfig& config) {
+  return {mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0),
+          mm::collate_padded({train_sample(config, 4, 7, 3), train_sample(config, 8, 4, 4)}, 0)};
+}
+
 void qwen_parity() {
   using mm::testing::tiny_model;
   auto cpu = tiny_model(5);
@@ -123,35 +157,9 @@ void qwen_parity() {
              grad_diff(*cpu, *gpu) < 1e-4,
          {{"loss_cpu", la.item<double>()}, {"loss_cuda", lb.item<double>()}, {"grad_rel_diff", grad_diff(*cpu, *gpu)}});
 
-  // The trainer's own step (padded batches of two samples, clipping, fused AdamW, lr 1e-3), as the
-  // trainer runs one process: through the sharding wrapper on a mesh of one; `batches` in turn.
-  const mm::parallel::DeviceMesh one_process;
-  auto train = [&](mm::QwenVLForConditionalGeneration& model, const std::vector<mm::TrainBatch>& batches,
-                   int steps, bool bf16) {
-    mm::parallel::FullyShardedModel wrapped(
-        mm::qwen_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard), one_process,
-        mm::parallel::ShardingOptions{}, model->parameters().front().device());
-    model->model->block_runner = model->visual->block_runner = wrapped.block_runner(nullptr);
-    const auto named = wrapped.optimizer_parameters();
-    std::vector<torch::Tensor> params;
-    for (const auto& [_, p] : named) params.push_back(p);
-    mm::AdamWConfig optim;
-    optim.lr = 1e-3;
-    mm::AdamW optimizer(named, optim);
-    mm::StepOptions options;
-    options.bf16_autocast = bf16;
-    options.data_parallel = &wrapped;
-    std::vector<mm::StepResult> results;
-    for (int s = 0; s < steps; ++s)
-      results.push_back(mm::train_step(model, optimizer, optim.lr, params, {batches[s % batches.size()]}, options));
-    model->model->block_runner = model->visual->block_runner = nullptr;
-    return results;
-  };
-  const auto batches = std::vector<mm::TrainBatch>{
-      mm::collate_padded({train_sample(config, 6, 9, 1), train_sample(config, 3, 5, 2)}, 0),
-      mm::collate_padded({train_sample(config, 4, 7, 3), train_sample(config, 8, 4, 4)}, 0)};
+  const auto batches = two_batches(config);
   auto step = [&](mm::QwenVLForConditionalGeneration& model, bool bf16) {
-    return train(model, batches, 1, bf16).front();
+    return train_steps(model, batches, 1, bf16).front();
   };
   auto cpu_step = tiny_model(9), gpu_step = tiny_model(9);
   gpu_step->to(kCuda);
@@ -178,7 +186,7 @@ void qwen_parity() {
   // little each step, so the bound is relative 1e-3, far below what a wrong op gives.
   auto run = [&](mm::QwenVLForConditionalGeneration& model) {
     std::vector<double> losses;
-    for (const auto& r : train(model, batches, 10, false)) losses.push_back(r.loss);
+    for (const auto& r : train_steps(model, batches, 10, false)) losses.push_back(r.loss);
     return losses;
   };
   auto cpu_run = tiny_model(11), gpu_run = tiny_model(11);
@@ -319,6 +327,47 @@ void collectives() {
     mm::dist::shutdown_nccl_group(world);
   }
   report("nccl.world_of_one", ok, {{"backend", kCuda.is_cuda() ? "nccl" : "gloo"}});
+}
+
+// FSDP's sharded path on one device: both towers' units sharded over a dp_shard group of one rank
+// (DeviceMesh's groups_of_one: NCCL on the GPU, where the copy-in, the all-gathers and the
+// reductions run on their side streams ordered by events; Gloo with --device cpu). Ten steps must
+// equal the same ten without collectives (fp32, 1e-6 relative); with parameters gathered in bf16
+// (cast in the copy-in) and gradients reduced in fp32, the losses stay within 2% of fp32's.
+void fsdp_stream_path() {
+  mm::dist::DistEnv env;
+  env.master_port = 0;
+  const auto job = mm::dist::rendezvous(env);
+  const mm::parallel::DeviceMesh mesh(job, {{mm::parallel::MeshDim::dp_shard, 1}}, kCuda, /*groups_of_one=*/true);
+  auto make = [] {
+    auto model = mm::testing::tiny_model(11);
+    model->to(kCuda);
+    return model;
+  };
+  const auto batches = two_batches(make()->config());
+  auto plain = make(), sharded = make(), mixed = make();
+  const auto a = train_steps(plain, batches, 10, false);
+  const auto b = train_steps(sharded, batches, 10, false, &mesh);
+  mm::parallel::ShardingOptions bf16;
+  bf16.param_dtype = torch::kBFloat16;
+  const auto c = train_steps(mixed, batches, 10, false, &mesh, bf16);
+  std::vector<double> la, lb, lc;
+  double loss_diff = 0, mixed_diff = 0, weight_diff = 0;
+  for (size_t s = 0; s < a.size(); ++s) {
+    la.push_back(a[s].loss);
+    lb.push_back(b[s].loss);
+    lc.push_back(c[s].loss);
+    loss_diff = std::max(loss_diff, std::abs(a[s].loss - b[s].loss) / a[s].loss);
+    mixed_diff = std::max(mixed_diff, std::abs(a[s].loss - c[s].loss) / a[s].loss);
+  }
+  auto theirs = sharded->named_parameters();
+  for (const auto& p : plain->named_parameters())
+    weight_diff = std::max(weight_diff, max_abs_diff(p.value(), theirs[p.key()]));
+  report("fsdp.sharded_world_of_one_fp32", loss_diff <= 1e-6 && weight_diff <= 1e-6,
+         {{"losses_plain", la}, {"losses_sharded", lb}, {"max_rel_loss_diff", loss_diff},
+          {"weights_max_abs_diff", weight_diff}, {"backend", kCuda.is_cuda() ? "nccl" : "gloo"}});
+  report("fsdp.bf16_gather_fp32_reduce", mixed_diff < 2e-2 && lc.back() < lc.front(),
+         {{"losses_bf16_params", lc}, {"max_rel_diff_to_fp32", mixed_diff}});
 }
 
 // Packed and windowed attention in bf16: the flash varlen kernel (what a GPU runs) and the
@@ -573,6 +622,7 @@ int main(int argc, char** argv) {
   run("load", [&] { load_on_device(source); });
   run("checkpoint_pieces", checkpoint_pieces);
   run("nccl", collectives);
+  run("fsdp", fsdp_stream_path);
   run("varlen", varlen_attention);
   // The benchmarks' model FLOPs per step (what MFU divides), printed by the dry run too.
   run("bench.model_flops", [&] {

@@ -24,7 +24,7 @@ const char* to_string(MeshDim dim) {
   return "?";
 }
 
-DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device)
+DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device, bool groups_of_one)
     : dims_(std::move(dims)), device_(device), rank_(job.env.rank), world_size_(job.env.world_size) {
   MM_CHECK(device.is_cpu() || device.is_cuda(), "device mesh: no collectives for ", device.str());
   int64_t product = 1;
@@ -42,7 +42,7 @@ DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device devic
     rest /= dims_[d].second;
   }
   groups_.resize(dims_.size());
-  if (world_size_ == 1) return;
+  if (world_size_ == 1 && !groups_of_one) return;
   std::vector<int64_t> all(static_cast<size_t>(world_size_));
   for (int64_t r = 0; r < world_size_; ++r) all[static_cast<size_t>(r)] = r;
   host_world_ = dist::new_gloo_group(job, all, "world");
@@ -52,7 +52,7 @@ DeviceMesh::DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device devic
   for (size_t d = dims_.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims_[d + 1].second;
   for (size_t d = 0; d < dims_.size(); ++d) {
     const int64_t size = dims_[d].second;
-    if (size == 1) continue;
+    if (size == 1 && !groups_of_one) continue;
     const int64_t first = rank_ - coordinates_[d] * strides[d];
     std::vector<int64_t> members;
     for (int64_t i = 0; i < size; ++i) members.push_back(first + i * strides[d]);

@@ -29,8 +29,11 @@ class DeviceMesh {
   // One process, every dimension of size 1 (no collectives are ever issued).
   DeviceMesh() = default;
   // Builds the groups for tensors on `device` (the CPU, or this rank's GPU). The product of the
-  // sizes must equal the job's world size.
-  DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device = c10::Device(c10::kCPU));
+  // sizes must equal the job's world size. With groups_of_one, dimensions of size 1 (and a world
+  // of one) get groups too, of one rank: what runs sharded training's collective path on a machine
+  // with one GPU (the GPU check) or one process (its CPU twin).
+  DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device = c10::Device(c10::kCPU),
+             bool groups_of_one = false);
   ~DeviceMesh();  // shuts NCCL groups down (sub-groups first)
   DeviceMesh(const DeviceMesh&) = delete;
   DeviceMesh& operator=(const DeviceMesh&) = delete;
@@ -43,7 +46,7 @@ class DeviceMesh {
   int64_t coordinate(MeshDim dim) const;  // this rank's index along it (0 if absent)
   // Where the groups' tensors live.
   c10::Device device() const { return device_; }
-  // The group along `dim` (its size ranks), or null when the size is 1.
+  // The group along `dim` (its size ranks), or null when the size is 1 (unless groups_of_one).
   const c10::intrusive_ptr<c10d::Backend>& group(MeshDim dim) const;
   // All ranks of the job, for tensors on device(); null for one process.
   const c10::intrusive_ptr<c10d::Backend>& world() const { return world_; }

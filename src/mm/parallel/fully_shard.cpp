@@ -29,12 +29,13 @@ struct FullyShardedModel::Unit {
   Placement placement = Placement::shard;
   std::vector<Param> params;
   bool gathered = true;  // the module's tensors hold the whole parameters
-  // An all-gather in flight (prefetched).
+  // An all-gather in flight (prefetched), with its input and output: both held until the compute
+  // stream has waited for it (collective_streams.h).
   c10::intrusive_ptr<c10d::Work> gather_work;
-  at::Tensor gather_out;
-  // A gradient reduction in flight, unpacked by finish_backward.
+  at::Tensor gather_in, gather_out;
+  // A gradient reduction in flight, unpacked by finish_backward; its buffers held likewise.
   c10::intrusive_ptr<c10d::Work> reduce_work;
-  at::Tensor reduce_out;
+  at::Tensor reduce_in, reduce_out;
   bool backward_done = false;  // post_backward ran in this micro-batch
   std::function<void()> on_post_backward;  // what the unit's backward hook calls
 };
@@ -87,7 +88,8 @@ FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMe
     : mesh_(mesh),
       options_(options),
       compute_device_(compute_device),
-      storage_device_(options.cpu_offload ? c10::Device(c10::kCPU) : compute_device) {
+      storage_device_(options.cpu_offload ? c10::Device(c10::kCPU) : compute_device),
+      streams_(compute_device) {
   shard_group_ = mesh.group(MeshDim::dp_shard);
   replicate_group_ = mesh.group(MeshDim::dp_replicate);
   dp_group_ = mesh.world();
@@ -98,8 +100,9 @@ FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMe
     Unit unit;
     unit.name = spec.name;
     unit.block = spec.block;
-    // One shard is no sharding: such a unit is replicated over all data-parallel ranks.
-    unit.placement = shard_count_ == 1 ? Placement::replicate : spec.placement;
+    // No shard group (one shard) is no sharding: such a unit is replicated over all data-parallel
+    // ranks. A group of one (DeviceMesh's groups_of_one) still runs the sharded path.
+    unit.placement = shard_group_ ? spec.placement : Placement::replicate;
     for (auto& [name, tensor] : spec.params) {
       Param p;
       p.name = name;
@@ -233,18 +236,35 @@ NamedTensorList FullyShardedModel::optimizer_parameters() const {
   return out;
 }
 
+// The FSDP2 order on an accelerator: the buffers are allocated on the compute stream; the copy-in
+// stream waits for the compute stream (the optimizer's updates of the slices, and the buffers'
+// earlier users), casts every slice into the flat input at once; the all-gather stream waits for
+// the copy-in and gathers. The compute stream waits for the gather only when unshard needs it, so
+// a prefetched gather overlaps the current unit's compute. On the CPU the same steps run in turn.
 void FullyShardedModel::start_gather(Unit& unit) {
   if (unit.gathered || unit.gather_work || !sharded(unit)) return;
-  std::vector<at::Tensor> pieces;
   int64_t total = 0;
+  for (const auto& p : unit.params) total += p.local_numel;
+  // Every parameter of a unit has the compute dtype (or, gathered for export, the masters').
+  const auto options = unit.params.front().full.options().device(compute_device_);
+  unit.gather_in = torch::empty({total}, options);
+  unit.gather_out = torch::empty({shard_count_ * total}, options);
+  std::vector<at::Tensor> slots, slices;
+  int64_t offset = 0;
   for (const auto& p : unit.params) {
-    pieces.push_back(p.local.detach().reshape({-1}).to(compute_device_, p.full.scalar_type()));
-    total += p.local_numel;
+    slots.push_back(unit.gather_in.narrow(0, offset, p.local_numel).view(p.local.sizes()));
+    slices.push_back(p.local.detach());
+    offset += p.local_numel;
   }
-  auto in = torch::cat(pieces);
-  unit.gather_out = torch::empty({shard_count_ * total}, in.options());
-  const NvtxRange range("all_gather");
-  unit.gather_work = shard_group_->_allgather_base(unit.gather_out, in);
+  streams_.wait_for_compute(SideStream::copy_in);
+  streams_.run_on(SideStream::copy_in, [&] { at::_foreach_copy_(slots, slices, /*non_blocking=*/true); });
+  streams_.order(SideStream::copy_in, SideStream::all_gather);
+  streams_.run_on(SideStream::all_gather, [&] {
+    const NvtxRange range("all_gather");
+    c10d::AllgatherOptions gather;
+    gather.asyncOp = streams_.collective_is_async();
+    unit.gather_work = shard_group_->_allgather_base(unit.gather_out, unit.gather_in, gather);
+  });
 }
 
 void FullyShardedModel::unshard(Unit& unit) {
@@ -267,6 +287,7 @@ void FullyShardedModel::unshard(Unit& unit) {
     p.full.variable_data().copy_(whole);
     offset += p.local_numel;
   }
+  unit.gather_in.reset();
   unit.gather_out.reset();
   unit.gathered = true;
 }
@@ -276,6 +297,7 @@ void FullyShardedModel::reshard(Unit& unit) {
   if (unit.gather_work) {  // a prefetch nobody used
     wait(unit.gather_work);
     unit.gather_work.reset();
+    unit.gather_in.reset();
     unit.gather_out.reset();
   }
   for (auto& p : unit.params) free_storage(p.full);
@@ -363,20 +385,31 @@ void FullyShardedModel::reduce_gradients(Unit& unit) {
     if (sharded(unit)) p.full.mutable_grad() = at::Tensor();  // the whole gradient is not kept
   }
   if (pieces.empty()) return;
-  auto in = torch::cat(pieces, 1);  // [shards, packed local slices]
-  if (sharded(unit)) {
-    unit.reduce_out = torch::empty({in.size(1)}, in.options());
-    auto flat = in.reshape({-1});
-    const NvtxRange range("reduce_scatter");
-    unit.reduce_work = shard_group_->_reduce_scatter_base(unit.reduce_out, flat);
-  } else {
-    unit.reduce_out = in.reshape({-1});
-    if (dp_group_) {
-      std::vector<at::Tensor> buffers{unit.reduce_out};
+  // Packed on the compute stream, where the gradients were made; reduced on the reduce stream
+  // (waiting for that packing) while the backward goes on; unpacked by finish_backward once the
+  // compute stream has waited for the reduction.
+  unit.reduce_in = torch::cat(pieces, 1);  // [shards, packed local slices]
+  const bool shard = sharded(unit);
+  if (shard)
+    unit.reduce_out = torch::empty({unit.reduce_in.size(1)}, unit.reduce_in.options());
+  else
+    unit.reduce_out = unit.reduce_in.view({-1});  // all-reduced in place
+  streams_.wait_for_compute(SideStream::reduce);
+  streams_.run_on(SideStream::reduce, [&] {
+    if (shard) {
+      const NvtxRange range("reduce_scatter");
+      c10d::ReduceScatterOptions reduce;
+      reduce.asyncOp = streams_.collective_is_async();
+      auto flat = unit.reduce_in.view({-1});
+      unit.reduce_work = shard_group_->_reduce_scatter_base(unit.reduce_out, flat, reduce);
+    } else {
       const NvtxRange range("all_reduce");
-      unit.reduce_work = dp_group_->allreduce(buffers);
+      c10d::AllreduceOptions reduce;
+      reduce.asyncOp = streams_.collective_is_async();
+      std::vector<at::Tensor> buffers{unit.reduce_out};
+      unit.reduce_work = dp_group_->allreduce(buffers, reduce);
     }
-  }
+  });
 }
 
 void FullyShardedModel::finish_backward() {
@@ -406,6 +439,7 @@ void FullyShardedModel::finish_backward() {
         p.full.mutable_grad() = piece.to(p.full.scalar_type()).clone();
       }
     }
+    unit.reduce_in.reset();
     unit.reduce_out.reset();
   }
   // HSDP: the replicas' summed slices, once per optimizer step.

@@ -13,7 +13,10 @@
 //  - replicated: the module's tensor is the parameter, and its gradient is all-reduced over all
 //    data-parallel ranks once per optimizer step (plain DDP, bucketed by unit).
 // The module's parameter tensors stay the same objects the model code uses; sharding frees and
-// re-allocates their storage (as FSDP2 does), so the models need no change.
+// re-allocates their storage (as FSDP2 does), so the models need no change. On a GPU the copy-in,
+// the all-gathers and the reductions run on side streams of their own, ordered by events, with
+// their buffers held until the compute stream waited for them (collective_streams.h); parameters
+// are cast to param_dtype in the copy-in and gradients to reduce_dtype before they are reduced.
 //
 // Contract: all ranks run the same units in the same order in every micro-batch (as with torch's
 // FSDP); e.g. a text-only micro-batch on one rank while another has images would stall the
@@ -29,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "mm/parallel/collective_streams.h"
 #include "mm/parallel/device_mesh.h"
 #include "mm/nn/block_runner.h"
 #include "mm/nn/sharding_plan.h"
@@ -145,6 +149,7 @@ class FullyShardedModel {
   const DeviceMesh& mesh_;
   ShardingOptions options_;
   c10::Device compute_device_, storage_device_;
+  CollectiveStreams streams_;
   c10::intrusive_ptr<c10d::Backend> shard_group_, replicate_group_, dp_group_;
   int64_t shard_index_ = 0, shard_count_ = 1;
   std::vector<Unit> units_;
