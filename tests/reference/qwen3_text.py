@@ -9,10 +9,10 @@ a left-padded batch with attention_mask and labels):
   the hub's per-expert names, expert slices of transformers' fused tensors),
   CASE.generated (16 greedy tokens from generate, prompt included), grad_names (a newline-joined
   uint8 list of the NAMEs).
-For the MoE configs, OUT/NAME/saved_layout.txt says which expert layout save_pretrained wrote
-(5.17 writes the published per-expert one, mlp.experts.N.{gate,up,down}_proj.weight, reverting
-its fused in-memory tensors); were it another, OUT/NAME_hub/ holds the weights in the per-expert
-layout too.
+For the MoE configs, OUT/NAME/saved_layout.txt says which expert layout save_pretrained wrote:
+5.17 writes the published per-expert one (mlp.experts.N.{gate,up,down}_proj.weight), reverting
+its fused in-memory gate_up_proj / down_proj through conversion_mapping's qwen2_moe rules, so
+the one directory is both what save_pretrained writes and the hub layout.
 """
 import json
 import os
@@ -68,23 +68,6 @@ def param_grad(model, name):
     gate_up = params[f"{prefix}.mlp.experts.gate_up_proj"].grad[expert]
     half = gate_up.shape[0] // 2
     return gate_up[:half] if kind == "gate_proj" else gate_up[half:]
-
-
-def hub_layout(state):
-    """transformers' fused experts (gate_up_proj [E, 2I, H], down_proj [E, H, I]) split per expert."""
-    out = {}
-    for name, t in state.items():
-        if name.endswith("mlp.experts.gate_up_proj"):
-            half = t.shape[1] // 2
-            for e in range(t.shape[0]):
-                out[name.replace("gate_up_proj", f"{e}.gate_proj.weight")] = t[e, :half].clone()
-                out[name.replace("gate_up_proj", f"{e}.up_proj.weight")] = t[e, half:].clone()
-        elif name.endswith("mlp.experts.down_proj"):
-            for e in range(t.shape[0]):
-                out[name.replace("down_proj", f"{e}.down_proj.weight")] = t[e].clone()
-        else:
-            out[name] = t
-    return out
 
 
 def make_cases(model, kind, gen):
@@ -149,16 +132,10 @@ def main():
             per_expert = any(".mlp.experts.0." in n for n in saved)
             with open(os.path.join(directory, "saved_layout.txt"), "w") as f:
                 f.write("per_expert\n" if per_expert else "fused\n")
-            if not per_expert:
-                hub = os.path.join(OUT, name + "_hub")
-                shutil.rmtree(hub, ignore_errors=True)
-                os.makedirs(hub)
-                shutil.copy(os.path.join(directory, "config.json"), hub)
-                save_file(hub_layout(saved), os.path.join(hub, "model.safetensors"), metadata={"format": "pt"})
         gen = torch.Generator().manual_seed(7 + seed)
         cases = make_cases(model, kind, gen)
         save_file({k: v.contiguous() for k, v in cases.items()}, os.path.join(OUT, f"cases_{name}.safetensors"))
-        print(name, kind, json.dumps({k: list(v.shape) for k, v in cases.items() if k.startswith("batch.r")}))
+        print(name, kind, json.dumps(sorted(k for k in cases if k.startswith("batch.router_logits"))))
 
 
 if __name__ == "__main__":

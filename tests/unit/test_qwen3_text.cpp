@@ -11,6 +11,8 @@
 #include "mm/core/json_config.h"
 #include "mm/models/qwen3/qwen3_causal_lm.h"
 #include "mm/nn/moe.h"
+#include "mm/train/recompute.h"
+#include "test_files.h"
 #include "testing.h"
 
 namespace mm::testing {
@@ -158,6 +160,9 @@ TEST(Qwen3Config, SparseLayersFollowMlpOnlyLayersAndTheSparseStep) {
     sparse.push_back(static_cast<bool>(model->model->layers->ptr<Qwen2DecoderLayerImpl>(i)->moe));
   EXPECT_EQ(sparse, (std::vector<bool>{false, true, false, true}));
   EXPECT_EQ(model->config().text.moe.num_experts, 6);  // saved as num_local_experts by transformers 5.17
+  // What save_pretrained wrote is the hub's per-expert layout, so loading it covers both.
+  for (const auto* name : {"moe_norm", "moe_plain"})
+    EXPECT_EQ(read_file(golden_dir(kOracle) / name / "saved_layout.txt"), "per_expert\n") << name;
   EXPECT_EQ(load("dense_headdim")->config().text.head_dim(), 24);
 }
 
@@ -193,6 +198,17 @@ TEST(Qwen3Loading, AMissingExpertTensorIsNamed) {
         << e.what();
   }
   std::filesystem::remove_all(dir);
+}
+
+// Recomputed blocks keep no router gradients, so the aux loss refuses them rather than train nothing.
+TEST(Qwen3Loading, TheAuxLossRefusesARecomputingRunner) {
+  auto model = load("moe_plain");
+  model->set_output_router_logits(true);
+  model->model->block_runner = recompute_runner();
+  auto in = inputs_of(*cases_of("moe_plain"), "batch");
+  EXPECT_THROW(model->forward(in), Error);
+  model->set_output_router_logits(false);  // the language loss alone recomputes fine
+  EXPECT_TRUE(model->forward(in).loss.requires_grad());
 }
 
 // The loss with no padding equals the masked path with a mask of ones (transformers' two branches).

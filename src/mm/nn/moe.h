@@ -55,7 +55,8 @@ class SparseMoeBlockImpl : public torch::nn::Module {
 
   // [tokens, num_experts] of the last forward (tokens = the flattened leading dims of x).
   // A member rather than a return value so that the block fits BlockRunner's tensor -> tensor
-  // hook; a recomputing runner overwrites it with the same values.
+  // hook. Under a recomputing runner it holds the no-grad first pass's logits (no gradient for
+  // the aux loss), which Qwen3ForCausalLM refuses.
   const torch::Tensor& router_logits() const { return router_logits_; }
   const MoEOptions& options() const { return options_; }
 

@@ -68,8 +68,14 @@ Qwen3Output Qwen3ForCausalLMImpl::forward(const Qwen3Inputs& in, KVCache* cache)
     auto targets = in.labels.to(device).narrow(1, 1, seq - 1).reshape(-1);
     out.loss = torch::nn::functional::cross_entropy(
         logits, targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
-    if (config_.output_router_logits && out.aux_loss.defined())
+    if (config_.output_router_logits && out.aux_loss.defined()) {
+      // A recomputing block runner keeps the router logits of its no-grad first pass: the aux
+      // loss would then train nothing, silently.
+      MM_CHECK(!torch::GradMode::is_enabled() || !model->block_runner || out.aux_loss.requires_grad(),
+               "Qwen3ForCausalLM: the load-balancing loss needs the router logits' gradients, which a "
+               "recomputing block runner does not keep (not supported yet)");
       out.loss = out.loss + config_.text.moe.router_aux_loss_coef * out.aux_loss.to(out.loss.device());
+    }
   }
   return out;
 }
