@@ -6,3 +6,7 @@ mm_test(test_generation ORACLES qwen2_5_vl_model)
 # Qwen2-VL, the same engine with another vision tower: parity with transformers.
 mm_oracle(qwen2_vl_model)
 mm_test(test_qwen2_vl_model ORACLES qwen2_vl_model)
+# Qwen3 and Qwen3-MoE causal LMs on the shared Qwen decoder and MoE block: logits, router logits,
+# aux loss, loss, gradients and greedy tokens against transformers; packed rows equal lone samples.
+mm_oracle(qwen3_text)
+mm_test(test_qwen3_text ORACLES qwen3_text)

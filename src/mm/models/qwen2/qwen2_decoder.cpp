@@ -55,15 +55,25 @@ Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t la
   q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, config.attention_bias));
   k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
   v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
-  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, false));
+  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, config.o_proj_bias));
+  if (config.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, config.rms_norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, config.rms_norm_eps));
+  }
 }
 
 torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
                                           const AttentionMask& mask, KVCache* cache) {
   const int64_t batch = x.size(0), seq = x.size(1);
   auto heads = [&](const torch::Tensor& t) { return t.view({batch, seq, -1, head_dim_}).transpose(1, 2); };
-  auto q = apply_rotary(heads(q_proj(x)), rope);
-  auto k = apply_rotary(heads(k_proj(x)), rope);
+  auto q = heads(q_proj(x));
+  auto k = heads(k_proj(x));
+  if (q_norm) {  // over head_dim, so per head whatever the layout
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = apply_rotary(q, rope);
+  k = apply_rotary(k, rope);
   auto v = heads(v_proj(x));
   if (cache) std::tie(k, v) = cache->update(layer_index_, k, v);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
@@ -81,8 +91,14 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCo
 
 Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index) {
   self_attn = register_module("self_attn", Qwen2Attention(config, layer_index));
-  mlp = register_module("mlp", GatedMLP(config.hidden_size, config.intermediate_size, /*bias=*/false,
-                                        config.hidden_act));
+  if (config.moe.is_sparse_layer(layer_index)) {
+    moe = register_module("mlp", SparseMoeBlock(MoEOptions{config.hidden_size, config.moe.moe_intermediate_size,
+                                                           config.moe.num_experts, config.moe.num_experts_per_tok,
+                                                           config.moe.norm_topk_prob, config.hidden_act}));
+  } else {
+    mlp = register_module("mlp", GatedMLP(config.hidden_size, config.intermediate_size, /*bias=*/false,
+                                          config.hidden_act));
+  }
   input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
   post_attention_layernorm =
       register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
@@ -91,14 +107,24 @@ Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int6
 torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
                                              const AttentionMask& mask, KVCache* cache) {
   auto h = x + self_attn->forward(input_layernorm(x), rope, mask, cache);
-  return h + mlp(post_attention_layernorm(h));
+  auto normed = post_attention_layernorm(h);
+  return h + (moe ? moe(normed) : mlp(normed));
 }
 
 Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2TextConfig& config) : config_(config) {
   embed_tokens = register_module("embed_tokens", embedding(config.vocab_size, config.hidden_size));
+  // Set after construction: it only masks the row's gradient (the checkpoint provides the row).
+  if (config.pad_token_id >= 0) embed_tokens->options.padding_idx(config.pad_token_id);
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(Qwen2DecoderLayer(config, i));
   norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+}
+
+std::vector<torch::Tensor> Qwen2ModelImpl::router_logits() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& item : *layers)
+    if (const auto& moe = item->as<Qwen2DecoderLayer>()->moe) out.push_back(moe->router_logits());
+  return out;
 }
 
 torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {

@@ -5,6 +5,10 @@
 // layers.N.self_attn.{q,k,v,o}_proj.*, layers.N.mlp.{gate,up,down}_proj.weight,
 // layers.N.{input,post_attention}_layernorm.weight, norm.weight. The lm_head (tied or not) belongs
 // to the model that owns this decoder.
+// Qwen3 and Qwen3-MoE are this decoder with the config's options (as transformers derives them
+// from Qwen2): an RMSNorm over head_dim on each query and key head before rotary
+// (self_attn.{q,k}_norm.weight), head_dim independent of hidden_size, an o_proj bias with
+// attention_bias, and sparse MoE layers (layers.N.mlp.gate.weight, layers.N.mlp.experts.E.*).
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -14,6 +18,7 @@
 #include "mm/nn/block_runner.h"
 #include "mm/nn/gated_mlp.h"
 #include "mm/nn/linear.h"
+#include "mm/nn/moe.h"
 #include "mm/nn/norms.h"
 #include "mm/nn/rotary.h"
 #include "mm/nn/varlen_attention.h"
@@ -55,7 +60,9 @@ class Qwen2AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
                         KVCache* cache);
 
+  // q [heads * head_dim, hidden], k and v [kv_heads * head_dim, hidden], o [hidden, heads * head_dim]
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};  // [head_dim], only with config.qk_norm
 
  private:
   int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_;
@@ -70,7 +77,10 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
                         KVCache* cache);
 
   Qwen2Attention self_attn{nullptr};
+  // One of the two, registered as "mlp": the dense MLP, or the experts of a sparse layer
+  // (config.moe.is_sparse_layer).
   GatedMLP mlp{nullptr};  // no biases, act = config.hidden_act
+  SparseMoeBlock moe{nullptr};
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
 };
 TORCH_MODULE(Qwen2DecoderLayer);
@@ -94,6 +104,10 @@ class Qwen2ModelImpl : public torch::nn::Module {
   torch::Tensor embed(const torch::Tensor& input_ids);
 
   const Qwen2TextConfig& config() const { return config_; }
+
+  // The router logits of the last forward, one [batch * seq, num_experts] per sparse layer in
+  // layer order (empty for a dense decoder): what load_balancing_loss reads.
+  std::vector<torch::Tensor> router_logits() const;
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};

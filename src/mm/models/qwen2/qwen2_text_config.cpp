@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <numeric>
 
 #include "mm/core/config_checks.h"
@@ -17,43 +18,71 @@ void Qwen2TextConfig::validate() const {
                                                  {"num_hidden_layers", num_hidden_layers},
                                                  {"num_attention_heads", num_attention_heads},
                                                  {"num_key_value_heads", num_key_value_heads}});
-  MM_CHECK(hidden_size % num_attention_heads == 0, "config.json: hidden_size (", hidden_size,
-           ") must be divisible by num_attention_heads (", num_attention_heads, ")");
+  MM_CHECK(explicit_head_dim > 0 || hidden_size % num_attention_heads == 0, "config.json: hidden_size (",
+           hidden_size, ") must be divisible by num_attention_heads (", num_attention_heads, ")");
+  MM_CHECK(explicit_head_dim >= 0, "config.json: head_dim must be positive, got ", explicit_head_dim);
   MM_CHECK(num_attention_heads % num_key_value_heads == 0, "config.json: num_attention_heads (",
            num_attention_heads, ") must be divisible by num_key_value_heads (", num_key_value_heads, ")");
   MM_CHECK(head_dim() % 2 == 0, "config.json: head dim ", head_dim(), " must be even");
-  MM_CHECK(mrope_section.size() == 3, "config.json: rope_scaling.mrope_section must have 3 entries, got ",
-           mrope_section.size());
-  const int64_t sum = std::accumulate(mrope_section.begin(), mrope_section.end(), int64_t{0});
-  MM_CHECK(sum == head_dim() / 2, "config.json: rope_scaling.mrope_section sums to ", sum,
-           " but must equal head_dim / 2 = ", head_dim() / 2);
+  // Text-only decoders (Qwen3) have 1D rotary; the Qwen-VL readers always fill mrope_section.
+  if (!mrope_section.empty()) {
+    MM_CHECK(mrope_section.size() == 3, "config.json: rope_scaling.mrope_section must have 3 entries, got ",
+             mrope_section.size());
+    const int64_t sum = std::accumulate(mrope_section.begin(), mrope_section.end(), int64_t{0});
+    MM_CHECK(sum == head_dim() / 2, "config.json: rope_scaling.mrope_section sums to ", sum,
+             " but must equal head_dim / 2 = ", head_dim() / 2);
+  }
+  MM_CHECK(pad_token_id < vocab_size, "config.json: pad_token_id (", pad_token_id, ") must be below vocab_size (",
+           vocab_size, ")");
   MM_CHECK(hidden_act == "silu", "config.json: hidden_act '", hidden_act, "' is not supported (silu)");
+  if (moe.num_experts > 0) {
+    require_positive("config.json: ", {{"num_experts_per_tok", moe.num_experts_per_tok},
+                                       {"moe_intermediate_size", moe.moe_intermediate_size},
+                                       {"decoder_sparse_step", moe.decoder_sparse_step}});
+    MM_CHECK(moe.num_experts_per_tok <= moe.num_experts, "config.json: num_experts_per_tok (",
+             moe.num_experts_per_tok, ") must not exceed num_experts (", moe.num_experts, ")");
+  }
   // Positive and consistent; now bounded: the decoder they describe must fit in memory.
   const double h = static_cast<double>(hidden_size), kv = static_cast<double>(num_key_value_heads * head_dim());
-  const double layer = 2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(intermediate_size);
+  const double q = static_cast<double>(num_attention_heads * head_dim());
+  const double attention = 2 * h * q + 2 * h * kv;
+  const double dense = 3 * h * static_cast<double>(intermediate_size);
+  const double sparse = static_cast<double>(moe.num_experts) * 3 * h * static_cast<double>(moe.moe_intermediate_size);
+  double layers = 0;
+  for (int64_t i = 0; i < num_hidden_layers; ++i) layers += attention + (moe.is_sparse_layer(i) ? sparse : dense);
   check_model_fits_in_memory(
       "config.json",
       {{str_cat("text_config.num_hidden_layers (", num_hidden_layers, ") x a decoder layer of hidden_size ",
-                hidden_size, " and intermediate_size ", intermediate_size),
-        static_cast<double>(num_hidden_layers) * layer},
+                hidden_size, " and intermediate_size ", intermediate_size,
+                moe.num_experts > 0 ? str_cat(" (", moe.num_experts, " experts of ", moe.moe_intermediate_size, ")") : ""),
+        layers},
        {str_cat("text_config.vocab_size (", vocab_size, ") x hidden_size (", hidden_size, ")"),
         static_cast<double>(vocab_size) * h * (tie_word_embeddings ? 1 : 2)}});
+}
+
+bool DecoderMoEConfig::is_sparse_layer(int64_t layer) const {
+  return num_experts > 0 && (layer + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
+}
+
+void Qwen2TextConfig::read_common_fields(const JsonView& t) {
+  vocab_size = t.get<int64_t>("vocab_size");
+  hidden_size = t.get<int64_t>("hidden_size");
+  intermediate_size = t.get<int64_t>("intermediate_size");
+  num_hidden_layers = t.get<int64_t>("num_hidden_layers");
+  num_attention_heads = t.get<int64_t>("num_attention_heads");
+  num_key_value_heads = t.get_or<int64_t>("num_key_value_heads", num_attention_heads);
+  hidden_act = t.get_or<std::string>("hidden_act", hidden_act);
+  max_position_embeddings = t.get_or<int64_t>("max_position_embeddings", max_position_embeddings);
+  rms_norm_eps = t.get_or<double>("rms_norm_eps", rms_norm_eps);
+  initializer_range = t.get_or<double>("initializer_range", initializer_range);
 }
 
 Qwen2TextConfig Qwen2TextConfig::from_json(const JsonView& root) {
   // Published checkpoints keep the text fields at the top level; transformers 5 nests them.
   const JsonView t = root.has("text_config") ? root.child("text_config") : root;
   Qwen2TextConfig tc;
-  tc.vocab_size = t.get<int64_t>("vocab_size");
-  tc.hidden_size = t.get<int64_t>("hidden_size");
-  tc.intermediate_size = t.get<int64_t>("intermediate_size");
-  tc.num_hidden_layers = t.get<int64_t>("num_hidden_layers");
-  tc.num_attention_heads = t.get<int64_t>("num_attention_heads");
-  tc.num_key_value_heads = t.get_or<int64_t>("num_key_value_heads", tc.num_attention_heads);
-  tc.hidden_act = t.get_or<std::string>("hidden_act", tc.hidden_act);
-  tc.max_position_embeddings = t.get_or<int64_t>("max_position_embeddings", tc.max_position_embeddings);
-  tc.rms_norm_eps = t.get_or<double>("rms_norm_eps", tc.rms_norm_eps);
-  tc.initializer_range = t.get_or<double>("initializer_range", tc.initializer_range);
+  tc.read_common_fields(t);
   const char* rope_key = t.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const JsonView rope = t.child(rope_key);
   tc.rope_theta = rope.get_or<double>("rope_theta", t.get_or<double>("rope_theta", tc.rope_theta));

@@ -1,6 +1,7 @@
 // The Qwen2 decoder's architecture as the Qwen-VL models carry it (their config.json's text part):
 // either top-level fields with `rope_scaling` (the published checkpoints) or a nested
-// `text_config` with `rope_parameters` (transformers 5).
+// `text_config` with `rope_parameters` (transformers 5). Qwen3 and Qwen3-MoE are the same decoder
+// with the options below the Qwen2 fields (their defaults are Qwen2's); models/qwen3 reads them.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 
@@ -11,6 +12,21 @@
 namespace mm {
 
 class JsonView;
+
+// Qwen3-MoE's sparse layers. Layer i is sparse when num_experts > 0, i is not in mlp_only_layers
+// and (i + 1) % decoder_sparse_step == 0 (transformers' Qwen3MoeDecoderLayer); the others keep
+// the dense MLP of intermediate_size.
+struct DecoderMoEConfig {
+  int64_t num_experts = 0;  // 0: no sparse layer
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  double router_aux_loss_coef = 0.001;
+
+  bool is_sparse_layer(int64_t layer) const;
+};
 
 struct Qwen2TextConfig {
   int64_t vocab_size = 152064;
@@ -28,13 +44,25 @@ struct Qwen2TextConfig {
   bool attention_bias = true;  // Qwen2 has q/k/v biases
   double initializer_range = 0.02;  // std of the random init of the language model and lm_head
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Qwen3 and later.
+  int64_t explicit_head_dim = 0;  // config.json head_dim; 0: hidden_size / num_attention_heads
+  bool qk_norm = false;      // RMSNorm over head_dim on every query and key head, before rotary
+  bool o_proj_bias = false;  // Qwen3 gives o_proj attention_bias too; Qwen2 never has one
+  // The embedding row that gets no gradient (nn.Embedding's padding_idx, from pad_token_id); -1:
+  // none. Read for Qwen3 only, so the Qwen-VL models train exactly as before.
+  int64_t pad_token_id = -1;
+  DecoderMoEConfig moe;
+
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
   // Sizes positive and consistent, and the decoder bounded by the machine's memory; errors name
   // the key.
   void validate() const;
   // The text fields of a Qwen-VL config.json (`root` is the whole file): text_config when present,
   // else the top level. Errors name the file and key.
   static Qwen2TextConfig from_json(const JsonView& root);
+  // The fields every Qwen decoder's config.json spells alike (sizes, heads, act, eps, init range),
+  // from the object `t` holding them.
+  void read_common_fields(const JsonView& t);
   // The transformers 5 text_config, with `model_type` (e.g. "qwen2_5_vl_text").
   nlohmann::json to_json(const std::string& model_type) const;
 };

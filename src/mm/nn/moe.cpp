@@ -1,0 +1,87 @@
+#include "mm/nn/moe.h"
+
+#include <torch/torch.h>
+
+#include "mm/core/error.h"
+#include "mm/nn/gated_mlp.h"
+
+namespace mm {
+
+SparseMoeBlockImpl::SparseMoeBlockImpl(const MoEOptions& options) : options_(options) {
+  MM_CHECK(options.hidden_size > 0 && options.intermediate_size > 0 && options.num_experts > 0,
+           "SparseMoeBlock: sizes must be positive, got hidden ", options.hidden_size, ", intermediate ",
+           options.intermediate_size, ", experts ", options.num_experts);
+  MM_CHECK(options.top_k > 0 && options.top_k <= options.num_experts, "SparseMoeBlock: top_k must be in [1, ",
+           options.num_experts, "], got ", options.top_k);
+  gate = register_module("gate", Linear(options.hidden_size, options.num_experts, /*bias=*/false));
+  experts = register_module("experts", torch::nn::ModuleList());
+  for (int64_t e = 0; e < options.num_experts; ++e)
+    experts->push_back(GatedMLP(options.hidden_size, options.intermediate_size, /*bias=*/false, options.activation));
+}
+
+MoERouting SparseMoeBlockImpl::route(const torch::Tensor& x) {
+  auto logits = gate(x);
+  auto probs = torch::softmax(logits, -1, torch::kFloat32);
+  auto [weights, chosen] = probs.topk(options_.top_k, -1);
+  if (options_.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  return {logits, weights.to(logits.scalar_type()), chosen};
+}
+
+torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x) {
+  const int64_t hidden = options_.hidden_size, k = options_.top_k;
+  MM_CHECK(x.dim() >= 1 && x.size(-1) == hidden, "SparseMoeBlock: input must be [..., ", hidden, "], got ",
+           x.sizes());
+  auto flat = x.reshape({-1, hidden});  // [tokens, hidden]
+  auto routing = route(flat);
+  router_logits_ = routing.logits;
+  // Assignments (token * k + slot) grouped by expert; stable keeps each group in token order.
+  auto assigned = routing.experts.reshape(-1);
+  auto order = torch::argsort(assigned, /*stable=*/true);
+  auto token_of = torch::div(order, k, "floor");
+  auto weight_of = routing.weights.reshape(-1).index_select(0, order);
+  auto counts = torch::bincount(assigned, {}, options_.num_experts).to(torch::kCPU);
+  const auto* count = counts.data_ptr<int64_t>();
+  auto out = torch::zeros_like(flat);
+  int64_t start = 0;
+  for (int64_t e = 0; e < options_.num_experts; ++e) {
+    if (count[e] == 0) continue;
+    auto tokens = token_of.narrow(0, start, count[e]);
+    auto weights = weight_of.narrow(0, start, count[e]).unsqueeze(-1);
+    auto y = experts->ptr<GatedMLPImpl>(e)->forward(flat.index_select(0, tokens)) * weights;
+    out = out.index_add(0, tokens, y.to(out.scalar_type()));
+    start += count[e];
+  }
+  return out.view(x.sizes());
+}
+
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts,
+                                  int64_t top_k, const torch::Tensor& attention_mask) {
+  if (router_logits.empty()) return torch::zeros({}, torch::kFloat32);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(router_logits.front().device());
+  auto assignments = torch::zeros({num_experts}, options);
+  auto probability = torch::zeros({num_experts}, options);
+  auto rows = torch::zeros({}, options);
+  torch::Tensor mask;  // [batch * seq] fp32, one per token row of every layer
+  if (attention_mask.defined()) mask = attention_mask.reshape(-1).to(options);
+  // Layer by layer, as transformers accumulates, so the sums round as theirs do.
+  for (const auto& layer : router_logits) {
+    MM_CHECK(layer.dim() == 2 && layer.size(1) == num_experts, "load_balancing_loss: router logits must be [tokens, ",
+             num_experts, "], got ", layer.sizes());
+    auto probs = torch::softmax(layer.to(options.device()), -1);  // in the logits' dtype, as the reference
+    auto chosen = std::get<1>(probs.topk(top_k, -1)).reshape(-1);
+    if (!mask.defined()) {
+      assignments = assignments + torch::bincount(chosen, {}, num_experts).to(torch::kFloat32);
+      probability = probability + probs.to(torch::kFloat32).sum(0);
+      rows = rows + static_cast<double>(probs.size(0));
+    } else {
+      MM_CHECK(mask.numel() == layer.size(0), "load_balancing_loss: attention_mask has ", mask.numel(),
+               " positions but the router logits have ", layer.size(0), " rows");
+      assignments = assignments + torch::zeros({num_experts}, options).scatter_add(0, chosen, mask.repeat_interleave(top_k));
+      probability = probability + (probs.to(torch::kFloat32) * mask.unsqueeze(-1)).sum(0);
+      rows = rows + mask.sum();
+    }
+  }
+  return (assignments / rows * (probability / rows)).sum() * static_cast<double>(num_experts);
+}
+
+}  // namespace mm

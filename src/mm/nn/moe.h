@@ -1,0 +1,81 @@
+// The sparse mixture-of-experts block of Qwen3-MoE (and the Qwen3-VL-MoE / Qwen3.5-MoE language
+// models that reuse it): a router picks the top-k of num_experts SwiGLU experts per token and
+// the token's output is their weighted sum. Plus the Switch-Transformer load-balancing loss
+// over the routers' logits, as transformers' load_balancing_loss_func computes it.
+//
+// Parameter names are the published checkpoints': gate.weight [num_experts, hidden] and
+// experts.E.{gate,up,down}_proj.weight. The experts are a ModuleList of GatedMLPs rather than
+// transformers 5's fused [num_experts, ...] tensors because (1) the hub checkpoints and what
+// transformers 5.17's save_pretrained writes are per-expert, so they load by name with no
+// adapter; (2) sharding over experts is holding a contiguous range of the list (expert
+// parallelism) or dim-0-sharding each small weight (FSDP), with no tensor surgery; (3) LoRA
+// attaches to each expert's Linears as to any other.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include <string>
+#include <vector>
+
+#include "mm/nn/linear.h"
+
+namespace mm {
+
+struct MoEOptions {
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // of each expert (HF moe_intermediate_size)
+  int64_t num_experts = 0;
+  int64_t top_k = 0;              // HF num_experts_per_tok
+  bool norm_topk_prob = false;    // renormalise the k chosen probabilities to sum to 1
+  std::string activation = "silu";
+};
+
+// What the router chose for each of `tokens` tokens.
+struct MoERouting {
+  torch::Tensor logits;   // [tokens, num_experts], the input's dtype (what the aux loss reads)
+  torch::Tensor weights;  // [tokens, top_k], the input's dtype
+  torch::Tensor experts;  // [tokens, top_k] int64
+};
+
+class SparseMoeBlockImpl : public torch::nn::Module {
+ public:
+  explicit SparseMoeBlockImpl(const MoEOptions& options);
+
+  // Softmax over the experts in fp32, top-k, optional renormalisation (as transformers'
+  // Qwen3MoeTopKRouter). x: [tokens, hidden].
+  MoERouting route(const torch::Tensor& x);
+
+  // x: [..., hidden] -> [..., hidden]. Tokens are grouped per expert (one sort; each expert
+  // gathers its tokens with index_select and adds its weighted output back with index_add, in
+  // ascending expert order as transformers does), so the work is tokens * top_k rows, never a
+  // dense [tokens, experts, hidden]. Costs one device-to-host copy of the per-expert counts.
+  // Keeps this call's router logits for router_logits().
+  torch::Tensor forward(const torch::Tensor& x);
+
+  // [tokens, num_experts] of the last forward (tokens = the flattened leading dims of x).
+  // A member rather than a return value so that the block fits BlockRunner's tensor -> tensor
+  // hook. Under a recomputing runner it holds the no-grad first pass's logits (no gradient for
+  // the aux loss), which Qwen3ForCausalLM refuses.
+  const torch::Tensor& router_logits() const { return router_logits_; }
+  const MoEOptions& options() const { return options_; }
+
+  Linear gate{nullptr};                  // [num_experts, hidden], no bias
+  torch::nn::ModuleList experts{nullptr};  // num_experts GatedMLPs (no biases)
+
+ private:
+  MoEOptions options_;
+  torch::Tensor router_logits_;
+};
+TORCH_MODULE(SparseMoeBlock);
+
+// The auxiliary load-balancing loss of transformers' load_balancing_loss_func:
+// num_experts * sum_e f_e * P_e, where f_e is the share of top-k assignments that went to
+// expert e and P_e its mean router probability, both over every layer's tokens.
+// router_logits: one [batch * seq, num_experts] per sparse layer. attention_mask: [batch, seq]
+// with 0 for padding (excluded from both means), or undefined. Returns an fp32 scalar; 0 for no
+// layers.
+torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts,
+                                  int64_t top_k, const torch::Tensor& attention_mask = {});
+
+}  // namespace mm
