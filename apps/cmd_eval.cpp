@@ -26,6 +26,7 @@ struct EvalCliOptions {
   std::string dtype = "fp32";
   std::string device = "auto";
   int threads = 0;
+  std::vector<std::string> chat_kwargs;
   EvalOptions eval;
 };
 
@@ -73,7 +74,9 @@ void run_eval(EvalCliOptions& o) {
   const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain eval");
   const c10::Device device = resolve_device(o.device, "--device");
   const ConversationFile data = ConversationFile::open(o.data, o.data_root);
+  const auto chat_kwargs = parse_chat_kwargs(o.chat_kwargs, "--chat-kwarg");
   const auto chat = spec.open_chat(o.model, dtype, device);
+  chat->chat_template().set_kwargs(chat_kwargs);
   log::info("evaluating ", o.model, " on ", o.data, " (", data.size(), " records",
             o.eval.limit > 0 ? str_cat(", first ", o.eval.limit) : std::string(), ")");
 
@@ -117,6 +120,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
   cmd->add_option("--device", options->device, "auto (a GPU when there is one), cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--chat-kwarg", options->chat_kwargs,
+                  "NAME=VALUE passed to the model's chat template, as apply_chat_template's keyword arguments "
+                  "(e.g. enable_thinking=false); VALUE is JSON when it parses as JSON, else a string; repeat for several");
   cmd->callback([options] { run_eval(*options); });
 }
 

@@ -26,6 +26,8 @@ struct InferOptions {
   std::string prompt;
   std::string system;
   std::string messages;
+  std::string tools;
+  std::vector<std::string> chat_kwargs;
   std::string dtype = "fp32";
   std::string device = "auto";
   int threads = 0;
@@ -84,14 +86,7 @@ void resolve_message_media(std::vector<ChatMessage>& messages, const fs::path& f
     }
 }
 
-std::vector<ChatMessage> messages_from(const InferOptions& o, ScratchDir& scratch) {
-  if (!o.messages.empty()) {
-    MM_CHECK(o.images.empty() && o.videos.empty() && o.prompt.empty(),
-             "--messages takes the whole conversation: do not combine it with --prompt, --image or --video");
-    auto messages = parse_messages_file(o.messages);
-    resolve_message_media(messages, o.messages, scratch);
-    return messages;
-  }
+std::vector<ChatMessage> messages_from_prompt(const InferOptions& o) {
   MM_CHECK(!o.prompt.empty(), "give --prompt (with any --image/--video) or --messages FILE");
   std::vector<ChatMessage> messages;
   if (!o.system.empty())
@@ -104,6 +99,25 @@ std::vector<ChatMessage> messages_from(const InferOptions& o, ScratchDir& scratc
   return messages;
 }
 
+// The conversation and its tools: from --messages (which may list "tools" beside the messages) or
+// from --prompt/--image/--video/--system; --tools FILE gives tools to either.
+ChatFile conversation_from(const InferOptions& o, ScratchDir& scratch) {
+  ChatFile chat;
+  if (!o.messages.empty()) {
+    MM_CHECK(o.images.empty() && o.videos.empty() && o.prompt.empty(),
+             "--messages takes the whole conversation: do not combine it with --prompt, --image or --video");
+    chat = read_chat_file(o.messages);
+    resolve_message_media(chat.messages, o.messages, scratch);
+  } else {
+    chat.messages = messages_from_prompt(o);
+  }
+  if (!o.tools.empty()) {
+    MM_CHECK(chat.tools.is_null(), o.messages, " lists tools already: give them there or with --tools, not both");
+    chat.tools = read_tools_file(o.tools);
+  }
+  return chat;
+}
+
 void run_infer(InferOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
   if (o.greedy) o.generation.greedy = true;
@@ -114,13 +128,17 @@ void run_infer(InferOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const ModelSpec& spec = model_spec_of(o.model, {ModelKind::vision_language}, "mmtrain infer");
   const c10::Device device = resolve_device(o.device, "--device");
+  // The conversation and the template's inputs are checked before the model loads.
+  ScratchDir scratch;
+  const ChatFile conversation = conversation_from(o, scratch);
+  const auto chat_kwargs = parse_chat_kwargs(o.chat_kwargs, "--chat-kwarg");
   const auto chat = spec.open_chat(o.model, dtype_option(o.dtype), device);
   log::info("loaded ", o.model, " (", spec.family, ", ", o.dtype, ", ", device.str(), ") in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s");
-  ScratchDir scratch;
-  const auto messages = messages_from(o, scratch);
-  if (o.show_prompt) std::cerr << chat->render(messages) << "\n";
-  std::cout << chat->reply(messages, o.generation, video) << std::endl;
+  chat->chat_template().set_kwargs(chat_kwargs);
+  chat->chat_template().set_tools(conversation.tools);
+  if (o.show_prompt) std::cerr << chat->render(conversation.messages) << "\n";
+  std::cout << chat->reply(conversation.messages, o.generation, video) << std::endl;
 }
 
 }  // namespace
@@ -141,7 +159,16 @@ void add_infer_command(CLI::App& app) {
                   "JSON file with OpenAI-style messages: [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
                   "\"image\": \"a.png\"}, {\"type\": \"text\", \"text\": \"...\"}]}] (or {\"messages\": [...]}); "
                   "image/video as a path relative to the file, a file:// or a base64 data: URL; "
-                  "{\"type\": \"image_url\", \"image_url\": {\"url\": ...}} too")->check(CLI::ExistingFile);
+                  "{\"type\": \"image_url\", \"image_url\": {\"url\": ...}} too; {\"messages\": [...], \"tools\": [...]} "
+                  "gives the tool schemas too; other fields of a message (tool_calls, reasoning_content, ...) "
+                  "reach the model's chat template as given")->check(CLI::ExistingFile);
+  cmd->add_option("--tools", options->tools,
+                  "JSON file listing the tool schemas the chat template shows the model "
+                  "([{\"type\": \"function\", \"function\": {...}}], as transformers' tools=)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--chat-kwarg", options->chat_kwargs,
+                  "NAME=VALUE passed to the model's chat template, as apply_chat_template's keyword arguments "
+                  "(e.g. enable_thinking=false); VALUE is JSON when it parses as JSON, else a string; repeat for several");
   cmd->add_option("--max-new-tokens", options->generation.max_new_tokens, "Most tokens to generate")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--greedy", options->greedy, "Greedy decoding (the default is sampling with the options below)");
   cmd->add_option("--temperature", options->generation.temperature, "Sampling temperature")->capture_default_str()->check(CLI::PositiveNumber);

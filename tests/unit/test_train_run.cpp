@@ -310,6 +310,18 @@ TEST(TrainRun, ExportOfSomethingElseNamesIt) {
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors"));
 }
 
+// data.chat_template_kwargs: the model template's variables, a mapping of scalars; anything else
+// names the key.
+TEST(TrainRun, ChatTemplateKwargsAreAMappingOfValues) {
+  const std::string head = "model:\n  path: /m\ndata:\n  train: /d/train.jsonl\n";
+  const auto config = parse_train_config(
+      YAML::Load(head + "  chat_template_kwargs:\n    enable_thinking: false\n    effort: medium\n"), "run.yaml");
+  EXPECT_EQ(config.data.chat_template_kwargs,
+            (std::map<std::string, std::string>{{"effort", "medium"}, {"enable_thinking", "false"}}));
+  EXPECT_THROW_MSG(parse_train_config(YAML::Load(head + "  chat_template_kwargs: [1, 2]\n"), "run.yaml"),
+                   "run.yaml: data.chat_template_kwargs: has the wrong type");
+}
+
 // The ready configs under examples/ use only known keys and valid values.
 TEST(TrainRun, ExampleConfigsParse) {
   int parsed = 0;

@@ -4,14 +4,25 @@
 
 namespace mm {
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
+namespace {
+
+template <typename Json>
+Json parse_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   MM_CHECK(in.good(), "cannot open ", path.string());
   try {
-    return nlohmann::json::parse(in);
+    return Json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     fail(path.string(), ": malformed JSON: ", e.what());
   }
+}
+
+}  // namespace
+
+nlohmann::json read_json_file(const std::filesystem::path& path) { return parse_file<nlohmann::json>(path); }
+
+nlohmann::ordered_json read_ordered_json_file(const std::filesystem::path& path) {
+  return parse_file<nlohmann::ordered_json>(path);
 }
 
 const nlohmann::json& JsonView::empty_object() {

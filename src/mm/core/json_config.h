@@ -11,6 +11,8 @@
 namespace mm {
 
 nlohmann::json read_json_file(const std::filesystem::path& path);
+// The same with every object's keys in the file's order (what a template's tojson prints).
+nlohmann::ordered_json read_ordered_json_file(const std::filesystem::path& path);
 
 class JsonView {
  public:

@@ -8,6 +8,7 @@
 
 #include "mm/tasks/generation.h"
 #include "mm/tokenizer/chat_template.h"
+#include "mm/tokenizer/model_chat_template.h"
 
 namespace mm {
 
@@ -26,6 +27,9 @@ class VisionLanguageChat {
   // The answer text, special tokens removed.
   virtual std::string reply(const std::vector<ChatMessage>& messages, const GenerationConfig& config,
                             const VideoOptions& video = {}) = 0;
+  // The template render and reply use: the model directory's own (its variables and tools are
+  // set here: --chat-kwarg, --tools).
+  virtual ModelChatTemplate& chat_template() = 0;
 };
 
 }  // namespace mm

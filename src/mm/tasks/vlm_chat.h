@@ -40,6 +40,7 @@ class QwenVLChat : public VisionLanguageChat {
   std::string reply(const std::vector<ChatMessage>& messages, const GenerationConfig& config,
                     const VideoOptions& video = {}) override;
 
+  ModelChatTemplate& chat_template() override { return chat_template_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const Qwen2VLProcessor& processor() const { return processor_; }
   QwenVLForConditionalGeneration& model() { return model_; }

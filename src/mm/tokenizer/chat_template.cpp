@@ -8,7 +8,7 @@
 namespace mm {
 namespace {
 
-std::string string_field(const nlohmann::json& object, const char* key, const std::string& where) {
+std::string string_field(const nlohmann::ordered_json& object, const char* key, const std::string& where) {
   const auto& value = object[key];
   MM_CHECK(value.is_string(), where, ".", key, ": expected a string, got ", value.dump());
   return value.get<std::string>();
@@ -16,7 +16,7 @@ std::string string_field(const nlohmann::json& object, const char* key, const st
 
 // The media source of an image or video part: the first of `keys` present; "image_url" may be a
 // string or {"url": ...} as in the OpenAI API.
-std::string media_source(const nlohmann::json& part, std::initializer_list<const char*> keys,
+std::string media_source(const nlohmann::ordered_json& part, std::initializer_list<const char*> keys,
                          const std::string& where, const char* kind) {
   for (const char* key : keys) {
     if (!part.contains(key)) continue;
@@ -32,7 +32,7 @@ std::string media_source(const nlohmann::json& part, std::initializer_list<const
   fail(where, ": ", kind, " part without a source (expected one of ", names, ")");
 }
 
-ContentPart parse_part(const nlohmann::json& part, const std::string& where) {
+ContentPart parse_part(const nlohmann::ordered_json& part, const std::string& where) {
   MM_CHECK(part.is_object(), where, ": expected an object like {\"type\": \"text\", \"text\": ...}, got ",
            part.dump());
   std::string type;
@@ -57,7 +57,7 @@ ContentPart parse_part(const nlohmann::json& part, const std::string& where) {
 
 }  // namespace
 
-std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const std::string& where) {
+std::vector<ChatMessage> parse_messages(const nlohmann::ordered_json& messages, const std::string& where) {
   MM_CHECK(messages.is_array(), where, ": messages: expected an array of {\"role\", \"content\"}");
   std::vector<ChatMessage> out;
   out.reserve(messages.size());
@@ -69,11 +69,19 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const st
     ChatMessage parsed;
     parsed.role = string_field(message, "role", at);
     MM_CHECK(!parsed.role.empty(), at, ".role: must not be empty");
-    MM_CHECK(message.contains("content") && !message["content"].is_null(), at, ".content: missing");
-    const auto& content = message["content"];
-    if (content.is_string()) {
+    for (const auto& [key, value] : message.items())
+      if (key != "role" && key != "content") parsed.fields[key] = value;
+    // A turn without content is a mistake, except an assistant's that only calls tools.
+    const bool no_content = !message.contains("content") || message["content"].is_null();
+    MM_CHECK(!no_content || message.contains("tool_calls"), at,
+             ".content: missing (only a message with tool_calls may leave it out)");
+    if (!message.contains("content")) {
+      parsed.content_form = ChatMessage::ContentForm::absent;
+    } else if (const auto& content = message["content"]; content.is_null()) {
+      parsed.content_form = ChatMessage::ContentForm::null;
+    } else if (content.is_string()) {
       parsed.content.push_back({ContentPart::Kind::text, content.get<std::string>(), {}});
-      parsed.content_is_string = true;
+      parsed.content_form = ChatMessage::ContentForm::string;
     } else {
       MM_CHECK(content.is_array(), at, ".content: expected a string or an array of parts, got ", content.dump());
       for (size_t j = 0; j < content.size(); ++j) {
@@ -85,11 +93,28 @@ std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const st
   return out;
 }
 
-std::vector<ChatMessage> parse_messages_file(const std::filesystem::path& path) {
-  const nlohmann::json json = read_json_file(path);
-  if (json.is_object() && json.contains("messages")) return parse_messages(json["messages"], path.string());
-  return parse_messages(json, path.string());
+std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const std::string& where) {
+  return parse_messages(nlohmann::ordered_json::parse(messages.dump()), where);
 }
+
+ChatFile read_chat_file(const std::filesystem::path& path) {
+  // In the file's key order: templates print tool schemas and call arguments with tojson, which
+  // keeps it, as Python's dicts do.
+  const auto json = read_ordered_json_file(path);
+  ChatFile out;
+  if (json.is_object() && json.contains("messages")) {
+    out.messages = parse_messages(json["messages"], path.string());
+    if (json.contains("tools") && !json["tools"].is_null()) {
+      MM_CHECK(json["tools"].is_array(), path.string(), ": tools: expected a list of tool schemas");
+      out.tools = json["tools"];
+    }
+  } else {
+    out.messages = parse_messages(json, path.string());
+  }
+  return out;
+}
+
+std::vector<ChatMessage> parse_messages_file(const std::filesystem::path& path) { return read_chat_file(path).messages; }
 
 std::string render_qwen2_vl_chat(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                  bool add_vision_id) {

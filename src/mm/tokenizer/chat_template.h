@@ -3,7 +3,7 @@
 // renders the official Jinja template.
 #pragma once
 #include <filesystem>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,12 +19,19 @@ struct ContentPart {
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ... (rendered as given)
   std::vector<ContentPart> content;
-  // The content was given as a plain string (one text part): a model's own Jinja template sees
-  // it as a string, as transformers passes it, not as a list of parts.
-  bool content_is_string = false;
+  // How the content was given: a list of parts; a plain string (one text part: a model's own
+  // Jinja template sees it as a string, as transformers passes it); null; or not at all (an
+  // assistant turn that only calls tools). Templates tell these apart.
+  enum class ContentForm { parts, string, null, absent };
+  ContentForm content_form = ContentForm::parts;
+  // The message's other fields (reasoning_content, tool_calls, tool_call_id, name, ...), handed to
+  // a model's own template as given (keys in sorted order); the built-in template ignores them,
+  // as Qwen2-VL's own does.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 
-// Parses a JSON array of messages: {"role": ..., "content": "text" | [part, ...]} where a part is
+// Parses a JSON array of messages: {"role": ..., "content": "text" | [part, ...] | null, other
+// fields...} (content may be left out, as in an assistant turn of tool calls only) where a part is
 //   {"type": "text", "text": ...}
 //   {"type": "image", "image" | "url" | "path": ...} or {"type": "image_url", "image_url": {"url": ...}}
 //   {"type": "video", "video" | "url" | "path": ...}
@@ -32,7 +39,17 @@ struct ChatMessage {
 // "video" key, in the template's order. Parts the template would silently drop (no text, unknown
 // type) are errors. Errors name `where`, the message index and the field, e.g.
 // "chat.json: messages[2].content[0].image_url.url: expected a string".
+std::vector<ChatMessage> parse_messages(const nlohmann::ordered_json& messages, const std::string& where);
+// The same from JSON whose objects lost their key order (a message's other fields come out sorted).
 std::vector<ChatMessage> parse_messages(const nlohmann::json& messages, const std::string& where);
+
+// A conversation file: the array of messages, or {"messages": [...], "tools": [...]} (tools: the
+// schemas the template lists, as apply_chat_template's tools=; null when absent).
+struct ChatFile {
+  std::vector<ChatMessage> messages;
+  nlohmann::ordered_json tools = nullptr;
+};
+ChatFile read_chat_file(const std::filesystem::path& path);
 
 // A JSON file holding either the array of messages or {"messages": [...]}.
 std::vector<ChatMessage> parse_messages_file(const std::filesystem::path& path);

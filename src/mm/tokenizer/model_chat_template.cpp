@@ -45,8 +45,12 @@ nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messag
   for (const auto& message : messages) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
     m["role"] = message.role;
-    if (message.content_is_string && message.content.size() == 1 &&
-        message.content[0].kind == ContentPart::Kind::text) {
+    using Form = ChatMessage::ContentForm;
+    if (message.content_form == Form::absent) {
+    } else if (message.content_form == Form::null) {
+      m["content"] = nullptr;
+    } else if (message.content_form == Form::string && message.content.size() == 1 &&
+               message.content[0].kind == ContentPart::Kind::text) {
       m["content"] = message.content[0].text;
     } else {
       nlohmann::ordered_json parts = nlohmann::ordered_json::array();
@@ -70,6 +74,7 @@ nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messag
       }
       m["content"] = std::move(parts);
     }
+    for (const auto& [key, value] : message.fields.items()) m[key] = value;
     out.push_back(std::move(m));
   }
   return out;
@@ -107,12 +112,67 @@ ModelChatTemplate ModelChatTemplate::from_dir(const std::filesystem::path& dir) 
 }
 
 std::string ModelChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
-  if (!jinja_) return render_qwen2_vl_chat(messages, add_generation_prompt);
+  return render(messages, add_generation_prompt, tools_);
+}
+
+std::string ModelChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                      const nlohmann::ordered_json& tools) const {
+  if (!jinja_) {
+    MM_CHECK(tools.is_null(), "chat template: tools were given, but the model directory ships no chat template of ",
+             "its own and the built-in Qwen2-VL template has no tool support");
+    return render_qwen2_vl_chat(messages, add_generation_prompt);
+  }
   MM_CHECK(!messages.empty(), "chat template: no messages to render");
+  MM_CHECK(tools.is_null() || tools.is_array(), "chat template: tools: expected a list of tool schemas, got ",
+           tools.dump());
+  // transformers: render(messages=, tools=, documents=, add_generation_prompt=,
+  //                      **{**special_tokens_map, **kwargs})
   nlohmann::ordered_json context = special_tokens_;
+  for (const auto& [key, value] : kwargs_.items()) context[key] = value;
   context["messages"] = chat_messages_json(messages);
+  context["tools"] = tools;
+  context["documents"] = nullptr;
   context["add_generation_prompt"] = add_generation_prompt;
   return jinja_->render(context);
+}
+
+void ModelChatTemplate::set_kwargs(const nlohmann::ordered_json& kwargs) {
+  MM_CHECK(kwargs.is_object(), "chat template variables: expected an object of name: value, got ", kwargs.dump());
+  for (const auto& [key, value] : kwargs.items()) {
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"})
+      MM_CHECK(key != reserved, "chat template variable '", key, "': set by mmtrain itself",
+               key == "tools" ? " (give tools with --tools FILE or a \"tools\" list beside the messages)" : "");
+    MM_CHECK(jinja_ || kwargs.empty(), "chat template variable '", key, "': the model directory ships no chat ",
+             "template of its own, and the built-in Qwen2-VL template reads no variables");
+  }
+  kwargs_ = kwargs;
+}
+
+void ModelChatTemplate::set_tools(const nlohmann::ordered_json& tools) {
+  MM_CHECK(tools.is_null() || tools.is_array(), "tools: expected a list of tool schemas, got ", tools.dump());
+  MM_CHECK(jinja_ || tools.is_null(), "tools were given, but the model directory ships no chat template of its ",
+           "own and the built-in Qwen2-VL template has no tool support");
+  tools_ = tools;
+}
+
+nlohmann::ordered_json parse_chat_kwargs(const std::vector<std::string>& settings, const std::string& option) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& setting : settings) {
+    const auto eq = setting.find('=');
+    MM_CHECK(eq != std::string::npos && eq > 0, option, " ", setting, ": expected NAME=VALUE (e.g. enable_thinking=false)");
+    const std::string name = setting.substr(0, eq), text = setting.substr(eq + 1);
+    auto value = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    out[name] = value.is_discarded() ? nlohmann::ordered_json(text) : value;
+  }
+  return out;
+}
+
+nlohmann::ordered_json read_tools_file(const std::filesystem::path& path) {
+  const auto json = read_ordered_json_file(path);
+  MM_CHECK(json.is_array(), path.string(), ": expected a JSON list of tool schemas ([{\"type\": \"function\", ...}])");
+  for (size_t i = 0; i < json.size(); ++i)
+    MM_CHECK(json[i].is_object(), path.string(), ": [", i, "]: expected an object (a tool schema)");
+  return json;
 }
 
 }  // namespace mm

@@ -29,8 +29,20 @@ class ModelChatTemplate {
   static ModelChatTemplate from_dir(const std::filesystem::path& dir);
 
   // The conversation rendered for the model; `add_generation_prompt` opens the assistant's turn.
-  // An empty conversation is an error, as in transformers.
+  // `tools`: the tool schemas (a JSON list), null for none; defaults to set_tools'. An empty
+  // conversation is an error, as in transformers.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& tools) const;
+
+  // What apply_chat_template's keyword arguments give the template (enable_thinking,
+  // reasoning_effort, ...), for every render: an object, from --chat-kwarg or the run config's
+  // data.chat_template_kwargs. They override the special tokens, as in transformers; the names
+  // transformers sets itself (messages, tools, documents, add_generation_prompt) are refused,
+  // and so is any variable for the built-in template, which reads none.
+  void set_kwargs(const nlohmann::ordered_json& kwargs);
+  // The tool schemas every render passes unless it names its own: a JSON list, or null.
+  void set_tools(const nlohmann::ordered_json& tools);
 
   // Where the template came from: "<dir>/chat_template.jinja", ..., or "built-in Qwen2-VL template".
   const std::string& source() const { return source_; }
@@ -40,10 +52,20 @@ class ModelChatTemplate {
   std::shared_ptr<const JinjaTemplate> jinja_;
   std::string source_ = "built-in Qwen2-VL template";
   nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();
+  nlohmann::ordered_json kwargs_ = nlohmann::ordered_json::object();
+  nlohmann::ordered_json tools_ = nullptr;
 };
 
-// The messages as apply_chat_template receives them: {"role", "content"} with content a string
-// (content_is_string) or a list of {"type": "text", "text"} / {"type": "image", "image"} /
+// KEY=VALUE settings as the command line gives them (--chat-kwarg enable_thinking=false): VALUE
+// is read as JSON when it is JSON (true, 3, "x", [1]) and as a string otherwise. Errors name the
+// option and the setting.
+nlohmann::ordered_json parse_chat_kwargs(const std::vector<std::string>& settings, const std::string& option);
+
+// A JSON file of tool schemas ([{"type": "function", "function": {...}}, ...]); errors name it.
+nlohmann::ordered_json read_tools_file(const std::filesystem::path& path);
+
+// The messages as apply_chat_template receives them: {"role", "content", other fields} with
+// content a string, null or left out as given (ChatMessage::ContentForm), or a list of {"type": "text", "text"} / {"type": "image", "image"} /
 // {"type": "video", "video"} parts.
 nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages);
 

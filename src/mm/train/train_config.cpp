@@ -138,6 +138,7 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   data.read("min_pixels", c.data.min_pixels);
   data.read("video_fps", c.data.video_fps);
   data.read("video_max_frames", c.data.video_max_frames);
+  data.read("chat_template_kwargs", c.data.chat_template_kwargs);
   data.check(!c.data.train.empty(), "train", "required (a .json or .jsonl conversation file)");
   data.check(c.data.max_seq_len > 0, "max_seq_len", "must be positive");
   data.check(c.data.num_workers >= 1, "num_workers", "must be at least 1");

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct TrainConfig {
     std::optional<int64_t> max_pixels, min_pixels;
     double video_fps = 2.0;
     int64_t video_max_frames = 0;
+    // Variables for the model's chat template (apply_chat_template's keyword arguments, e.g.
+    // enable_thinking: false): each value read as JSON when it is JSON, else as a string.
+    std::map<std::string, std::string> chat_template_kwargs;
   } data;
 
   struct Train {
