@@ -84,9 +84,9 @@ class VlmTrainingData : public TrainingData {
     options.video_fps = config.data.video_fps;
     options.video_max_frames = config.data.video_max_frames;
     auto chat_template = ModelChatTemplate::from_dir(config.model.path);
-    std::vector<std::string> kwargs;
-    for (const auto& [name, value] : config.data.chat_template_kwargs) kwargs.push_back(name + "=" + value);
-    chat_template.set_kwargs(parse_chat_kwargs(kwargs, "data.chat_template_kwargs"));
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : config.data.chat_template_kwargs) kwargs[name] = chat_kwarg_value(value);
+    chat_template.set_kwargs(kwargs);
     if (chat_template.is_builtin())
       log::warn("model.path: ", config.model.path.string(), " ships no chat template (chat_template.jinja, ",
                 "chat_template.json or tokenizer_config.json's chat_template): conversations are rendered with ",

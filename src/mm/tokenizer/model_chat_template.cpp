@@ -160,11 +160,14 @@ nlohmann::ordered_json parse_chat_kwargs(const std::vector<std::string>& setting
   for (const auto& setting : settings) {
     const auto eq = setting.find('=');
     MM_CHECK(eq != std::string::npos && eq > 0, option, " ", setting, ": expected NAME=VALUE (e.g. enable_thinking=false)");
-    const std::string name = setting.substr(0, eq), text = setting.substr(eq + 1);
-    auto value = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    out[name] = value.is_discarded() ? nlohmann::ordered_json(text) : value;
+    out[setting.substr(0, eq)] = chat_kwarg_value(setting.substr(eq + 1));
   }
   return out;
+}
+
+nlohmann::ordered_json chat_kwarg_value(const std::string& text) {
+  auto value = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return value.is_discarded() ? nlohmann::ordered_json(text) : value;
 }
 
 nlohmann::ordered_json read_tools_file(const std::filesystem::path& path) {

@@ -60,6 +60,8 @@ class ModelChatTemplate {
 // is read as JSON when it is JSON (true, 3, "x", [1]) and as a string otherwise. Errors name the
 // option and the setting.
 nlohmann::ordered_json parse_chat_kwargs(const std::vector<std::string>& settings, const std::string& option);
+// One such VALUE: JSON when it is JSON, else the string itself.
+nlohmann::ordered_json chat_kwarg_value(const std::string& text);
 
 // A JSON file of tool schemas ([{"type": "function", "function": {...}}, ...]); errors name it.
 nlohmann::ordered_json read_tools_file(const std::filesystem::path& path);

@@ -26,8 +26,8 @@ Qwen3Config Qwen3Config::from_file(const std::filesystem::path& config_json) {
   tc.mrope_section.clear();
   // transformers 5 writes rope_parameters; the published checkpoints a top-level rope_theta and
   // rope_scaling null.
-  const JsonView rope = t.child(t.has("rope_parameters") ? "rope_parameters" : "rope_scaling");
-  const auto rope_key = t.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const char* rope_key = t.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const JsonView rope = t.child(rope_key);
   const auto rope_type = rope.get_or<std::string>("rope_type", rope.get_or<std::string>("type", "default"));
   MM_CHECK(rope_type == "default", t.where(rope_key), ".rope_type: '", rope_type, "' is not supported (default)");
   tc.rope_theta = rope.get_or<double>("rope_theta", t.get_or<double>("rope_theta", tc.rope_theta));
@@ -43,9 +43,8 @@ Qwen3Config Qwen3Config::from_file(const std::filesystem::path& config_json) {
     tc.moe.decoder_sparse_step = t.get_or<int64_t>("decoder_sparse_step", 1);
     tc.moe.mlp_only_layers = t.get_or<std::vector<int64_t>>("mlp_only_layers", {});
     tc.moe.router_aux_loss_coef = t.get_or<double>("router_aux_loss_coef", 0.001);
+    // The other MoE sizes are checked by validate(), which skips them without experts.
     MM_CHECK(tc.moe.num_experts > 0, t.where(experts_key), ": must be positive, got ", tc.moe.num_experts);
-    MM_CHECK(tc.moe.decoder_sparse_step > 0, t.where("decoder_sparse_step"), ": must be positive, got ",
-             tc.moe.decoder_sparse_step);
     c.output_router_logits = t.get_or<bool>("output_router_logits", false);
   }
   tc.validate();
