@@ -10,3 +10,7 @@ mm_test(test_qwen2_vl_model ORACLES qwen2_vl_model)
 # aux loss, loss, gradients and greedy tokens against transformers; packed rows equal lone samples.
 mm_oracle(qwen3_text)
 mm_test(test_qwen3_text ORACLES qwen3_text)
+# Qwen3-VL: its vision tower with DeepStack, the Qwen3 decoder with interleaved M-RoPE, video
+# frames apart: positions, logits, greedy tokens, bf16 and the export against transformers.
+mm_oracle(qwen3_vl_model)
+mm_test(test_qwen3_vl_model ORACLES qwen3_vl_model)

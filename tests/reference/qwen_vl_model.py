@@ -1,12 +1,17 @@
-"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL or Qwen2-VL) from transformers, their logits and
-greedy generations. Run by qwen2_5_vl_model.py and qwen2_vl_model.py: main(family, out).
+"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL, Qwen2-VL or Qwen3-VL) from transformers, their
+logits and greedy generations. Run by qwen2_5_vl_model.py, qwen2_vl_model.py and
+qwen3_vl_model.py: main(family, out).
 
 Writes into <out>:
   A/          config A (GQA 4:2, untied lm_head) via save_pretrained (published weight names)
   A_sharded/  the same weights, save_pretrained with a small max_shard_size (index + shards)
   B/          config B (MQA 4:1, tied embeddings): module-tree weight names (model.language_model.*,
-              model.visual.*) and the flat published config.json layout; transformers reloads it
-              here and must reproduce the logits, so the layout is one the reference accepts
+              model.visual.*) and the published config.json layout (flat for Qwen2-VL and
+              Qwen2.5-VL; for Qwen3-VL a nested text_config with rope_scaling and rope_theta, and a
+              vision_config without rope_parameters); transformers reloads it here and must
+              reproduce the logits, so the layout is one the reference accepts
+  Qwen3-VL's videos are laid out as its processor lays them out: each frame its own placeholder
+  run between timestamp text ("<t seconds>" tokens) and vision start/end tokens.
   cases_A.safetensors, cases_B.safetensors: per case <case>.<field> tensors
      input_ids, attention_mask, pixel_values, image_grid_thw, pixel_values_videos,
      video_grid_thw, second_per_grid_ts (those that apply), position_ids [3,B,S] and
@@ -23,7 +28,7 @@ import copy, json, os
 import torch
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
-                          Qwen2VLForConditionalGeneration)
+                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration)
 
 NEW_TOKENS = 32
 
@@ -58,8 +63,36 @@ QWEN2_VL_CONFIGS = {
               seed=8642),
 }
 
+# Qwen3-VL: learned position table, DeepStack, 16-pixel patches; a Qwen3 decoder (q/k norms, a
+# head_dim of its own, no biases) with interleaved M-RoPE. The position tables are smaller than
+# some grids (4 x 4 and 3 x 3 against grids up to 8 x 8) so that they are resampled both ways.
+# No eos_token_id in the text configs: generate() would stop at it even with the generation
+# config's eos_token_id set to None (transformers 5 fills unset values from the model's own).
+QWEN3_VL_CONFIGS = {
+    "A": dict(
+        vision=dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=16,
+                    num_position_embeddings=16, deepstack_visual_indexes=[0, 2], initializer_range=0.1),
+        text=dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=24, rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1,
+                  rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[4, 4, 4],
+                                       mrope_interleaved=True)),
+        tokens=dict(image_token_id=290, video_token_id=291, vision_start_token_id=292, vision_end_token_id=293),
+        tie=False, seed=1357),
+    "B": dict(
+        vision=dict(depth=2, hidden_size=48, intermediate_size=64, num_heads=3, out_hidden_size=96, patch_size=16,
+                    num_position_embeddings=9, deepstack_visual_indexes=[1], hidden_act="gelu_pytorch_tanh",
+                    initializer_range=0.1),
+        text=dict(vocab_size=320, hidden_size=96, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=1, head_dim=32, rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1,
+                  rope_parameters=dict(rope_type="default", rope_theta=5000000.0, mrope_section=[6, 5, 5],
+                                       mrope_interleaved=True)),
+        tokens=dict(image_token_id=310, video_token_id=311, vision_start_token_id=312, vision_end_token_id=313),
+        tie=True, seed=9753),
+}
+
 FAMILIES = {"qwen2_5_vl": (QWEN2_5_VL_CONFIGS, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration),
-            "qwen2_vl": (QWEN2_VL_CONFIGS, Qwen2VLConfig, Qwen2VLForConditionalGeneration)}
+            "qwen2_vl": (QWEN2_VL_CONFIGS, Qwen2VLConfig, Qwen2VLForConditionalGeneration),
+            "qwen3_vl": (QWEN3_VL_CONFIGS, Qwen3VLConfig, Qwen3VLForConditionalGeneration)}
 
 
 def build(family, spec):
@@ -70,17 +103,23 @@ def build(family, spec):
     return model_class(cfg).eval()
 
 
-def make_cases(spec, gen):
-    """Token ids laid out as the processor does: <vs> + pad * n + <ve> around text."""
+def make_cases(spec, gen, frames_apart=False):
+    """Token ids laid out as the processor does: <vs> + pad * n + <ve> around text; with
+    frames_apart (Qwen3-VL) a video is, per frame, timestamp text + <vs> + frame pads + <ve>."""
     t = spec["tokens"]
     v = spec["vision"]
     row = 3 * 2 * v["patch_size"] ** 2
     text = lambda n: torch.randint(3, 280, (n,), generator=gen).tolist()
 
     def vision(kind, grid):
-        n = grid[0] * grid[1] * grid[2] // 4
         pad = t["image_token_id"] if kind == "image" else t["video_token_id"]
-        return [t["vision_start_token_id"]] + [pad] * n + [t["vision_end_token_id"]]
+        run = lambda n: [t["vision_start_token_id"]] + [pad] * n + [t["vision_end_token_id"]]
+        if kind == "video" and frames_apart:
+            ids = []
+            for _ in range(grid[0]):
+                ids += text(3) + run(grid[1] * grid[2] // 4)  # "<0.5 seconds>" as three tokens
+            return ids
+        return run(grid[0] * grid[1] * grid[2] // 4)
 
     def pixels(grids):
         return torch.randn(sum(a * b * c for a, b, c in grids), row, generator=gen)
@@ -154,10 +193,13 @@ def greedy(model, kw, eos=None):
     return new, margin
 
 
+def cases_for(family, spec):
+    return make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1), frames_apart=family == "qwen3_vl")
+
+
 def record(family, name, spec, model):
-    gen = torch.Generator().manual_seed(spec["seed"] + 1)
     golden = {}
-    for case, c in make_cases(spec, gen).items():
+    for case, c in cases_for(family, spec).items():
         kw = model_kwargs(family, spec, c)
         with torch.no_grad():
             model.model.rope_deltas = None
@@ -204,6 +246,18 @@ def flat_published_config(model):
     return flat
 
 
+def published_qwen3_vl_config(model):
+    """config.json as the published Qwen3-VL checkpoints have it: text_config with rope_scaling and
+    rope_theta, a vision_config without rope_parameters (the default axial rotary)."""
+    c = model.config.to_dict()
+    text = c["text_config"]
+    rope = text.pop("rope_parameters")
+    text["rope_theta"] = rope["rope_theta"]
+    text["rope_scaling"] = {"mrope_interleaved": True, "mrope_section": rope["mrope_section"], "rope_type": "default"}
+    c["vision_config"].pop("rope_parameters", None)
+    return c
+
+
 def main(family, out):
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
@@ -223,20 +277,21 @@ def main(family, out):
             state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
             assert any(k.startswith("model.language_model.") for k in state)
             save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+            published = published_qwen3_vl_config(model) if family == "qwen3_vl" else flat_published_config(model)
             with open(os.path.join(directory, "config.json"), "w") as f:
-                json.dump(flat_published_config(model), f, indent=2)
+                json.dump(published, f, indent=2)
             reloaded = model_class.from_pretrained(directory).eval()
-            c = make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1))["image"]
+            c = cases_for(family, spec)["image_video"]
             with torch.no_grad():
                 a = reloaded(**model_kwargs(family, spec, c), use_cache=False).logits
-            assert torch.allclose(a, golden["image.logits"], atol=1e-6), "B layout did not reload in transformers"
+            assert torch.allclose(a, golden["image_video.logits"], atol=1e-6), "B layout did not reload in transformers"
         # Generation stops at generation_config.json's eos (absent from every greedy run above).
         with open(os.path.join(directory, "generation_config.json"), "w") as f:
             json.dump({"bos_token_id": 1, "eos_token_id": [eos], "pad_token_id": 0}, f)
         golden["eos_token_id"] = torch.tensor(eos)
         # transformers' own bf16 error: the saved checkpoint loaded in bf16 as a user would, two cases.
         bf16 = model_class.from_pretrained(directory, dtype=torch.bfloat16).eval()
-        for case, c in make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1)).items():
+        for case, c in cases_for(family, spec).items():
             if case not in ("text", "image_video"):
                 continue
             kw = model_kwargs(family, spec, c)

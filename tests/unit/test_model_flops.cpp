@@ -15,6 +15,14 @@ TEST(ModelFlops, DecoderMatchesAHandCount) {
   EXPECT_DOUBLE_EQ(mm::decoder_training_flops(shape, {3, 5}, 8), 6.0 * 2512);
 }
 
+TEST(ModelFlops, ADecoderWithItsOwnHeadDimCountsItsAttentionWidth) {
+  // Qwen3: 2 heads of 3 (q width 6, kv width 3) on hidden 4. Per token and layer: q, o 2*4*6 +
+  // k, v 2*4*3 + MLP 3*4*6 = 144 MACs; 8 tokens: 1152. Causal attention: 6 * (3^2 + 5^2) = 204.
+  // Two layers: 2712. LM head on 8 rows: 320. 3032 MACs.
+  const mm::DecoderShape shape{2, 4, 6, 2, 1, 10, 3};
+  EXPECT_DOUBLE_EQ(mm::decoder_training_flops(shape, {3, 5}, 8), 6.0 * 3032);
+}
+
 TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {
   mm::QwenVLConfig c;
   auto& v = c.qwen2_5_vl_vision();
@@ -41,6 +49,22 @@ TEST(ModelFlops, Qwen2VLVisionTowerMatchesAHandCount) {
   c.text.num_hidden_layers = 1, c.text.hidden_size = 4, c.text.num_attention_heads = 1, c.text.num_key_value_heads = 1;
   const double text_only = mm::qwen_vl_training_flops(c, {7}, 7, {});
   EXPECT_DOUBLE_EQ(mm::qwen_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 8576);
+}
+
+TEST(ModelFlops, Qwen3VLVisionTowerMatchesAHandCount) {
+  mm::QwenVLConfig c;
+  mm::Qwen3VLVisionConfig v;
+  v.depth = 2, v.hidden_size = 4, v.intermediate_size = 4, v.num_heads = 1, v.out_hidden_size = 5;
+  v.in_channels = 1, v.temporal_patch_size = 1, v.patch_size = 1, v.spatial_merge_size = 2;
+  v.deepstack_visual_indexes = {0};
+  c.vision = v;
+  // One 1x4x4 image: 16 patches. Patch embedding 16*1*4 = 64, the position table's four taps
+  // 16*4*4 = 256. Per block 16*(4*16 + 2*4*4) = 1536 plus attention over the frame of 16
+  // (2*4*256 = 2048): 3584, twice. The merger and one DeepStack merger: 2 * 4*(16*16 + 16*5) =
+  // 2688. Sum 10176 MACs.
+  c.text.num_hidden_layers = 1, c.text.hidden_size = 4, c.text.num_attention_heads = 1, c.text.num_key_value_heads = 1;
+  const double text_only = mm::qwen_vl_training_flops(c, {7}, 7, {});
+  EXPECT_DOUBLE_EQ(mm::qwen_vl_training_flops(c, {7}, 7, {{1, 4, 4}}) - text_only, 6.0 * 10176);
 }
 
 // A sample of `length` tokens whose last `targets` are supervised, with one 1 x h x w image.

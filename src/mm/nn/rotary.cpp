@@ -51,6 +51,23 @@ RotaryCosSin mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& p
   return cos_sin_of(torch::cat(bands, -1), dtype);
 }
 
+RotaryCosSin interleaved_mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
+                                       const std::vector<int64_t>& mrope_section, c10::ScalarType dtype) {
+  MM_CHECK(position_ids.dim() == 3 && position_ids.size(0) == 3,
+           "mrope: position_ids must be [3, batch, seq], got ", position_ids.sizes());
+  MM_CHECK(mrope_section.size() == 3, "mrope: mrope_section must have 3 entries, got ", mrope_section.size());
+  const int64_t half = inv_freq.size(0);
+  std::vector<int64_t> axis(static_cast<size_t>(half), 0);
+  for (int64_t j = 0; j < half; ++j) {
+    if (j % 3 == 1 && j < 3 * mrope_section[1]) axis[static_cast<size_t>(j)] = 1;
+    if (j % 3 == 2 && j < 3 * mrope_section[2]) axis[static_cast<size_t>(j)] = 2;
+  }
+  const auto freqs = angles(inv_freq, position_ids);  // [3, batch, seq, dim/2]
+  const auto index = torch::tensor(axis, torch::kLong).to(freqs.device()).view({1, 1, 1, half});
+  const auto picked = freqs.gather(0, index.expand({1, freqs.size(1), freqs.size(2), half})).squeeze(0);
+  return cos_sin_of(picked, dtype);
+}
+
 torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryCosSin& rope) {
   auto cos = rope.cos.unsqueeze(1);
   auto sin = rope.sin.unsqueeze(1);

@@ -1,5 +1,6 @@
 // Rotary position embeddings for text decoders: classic 1D RoPE and Qwen2-VL's multimodal
-// M-RoPE, whose frequency bands take their position from the temporal, height or width axis.
+// M-RoPE, whose frequency bands take their position from the temporal, height or width axis, in
+// consecutive bands (Qwen2-VL, Qwen2.5-VL) or interleaved (Qwen3-VL, Qwen3.5).
 // Angles are always computed in fp32 (as the reference does with autocast disabled); cos/sin
 // are cast to the activation dtype only at the end.
 #pragma once
@@ -27,6 +28,12 @@ RotaryCosSin rope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& po
 // head_dim / 2 frequencies into consecutive bands; band i uses axis i % 3.
 RotaryCosSin mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
                            const std::vector<int64_t>& mrope_section, c10::ScalarType dtype);
+
+// Interleaved M-RoPE (HF: Qwen3VLTextRotaryEmbedding). position_ids: [3, batch, seq]. Frequency j
+// takes the height position when j % 3 == 1 and j < 3 * mrope_section[1], the width position
+// when j % 3 == 2 and j < 3 * mrope_section[2], else the temporal one.
+RotaryCosSin interleaved_mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
+                                       const std::vector<int64_t>& mrope_section, c10::ScalarType dtype);
 
 // x: [batch, heads, seq, head_dim]; rope: [batch, seq, head_dim]. x * cos + rotate_half(x) * sin.
 torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryCosSin& rope);

@@ -53,12 +53,13 @@ std::vector<std::vector<int64_t>> generate_batch(QwenVLForConditionalGeneration&
 
   // Prefill: the whole prompt, logits of its last position only.
   KVCache cache(model->config().text.num_hidden_layers, prompt_len + config.max_new_tokens);
-  auto embeds = model->embed_inputs(inputs);
+  DeepstackInputs deepstack;
+  auto embeds = model->embed_inputs(inputs, &deepstack);
   auto rope = model->get_rope_index(inputs);
   torch::Tensor padding_mask;
   if (inputs.attention_mask.defined() && !inputs.attention_mask.to(torch::kBool).all().item<bool>())
     padding_mask = inputs.attention_mask.to(device).to(torch::kInt64);
-  auto hidden = model->decode(embeds, rope.position_ids.to(device), padding_mask, &cache);
+  auto hidden = model->decode(embeds, rope.position_ids.to(device), padding_mask, &cache, {}, &deepstack);
   auto last_positions = rope.position_ids.to(device).narrow(2, prompt_len - 1, 1);  // [3, batch, 1]
   auto logits = model->lm_logits(hidden.narrow(1, prompt_len - 1, 1).squeeze(1));   // [batch, vocab]
 

@@ -30,8 +30,10 @@ double vlm_batch_training_flops(const QwenVLConfig& config, const TrainBatch& ba
 at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch) {
   MM_CHECK(batch.targets.defined() && batch.targets.sizes() == batch.inputs.input_ids.sizes(),
            "training batch: targets must match input_ids");
-  auto embeds = model->embed_inputs(batch.inputs);
-  auto hidden = model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens);
+  DeepstackInputs deepstack;
+  auto embeds = model->embed_inputs(batch.inputs, &deepstack);
+  auto hidden =
+      model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens, &deepstack);
   auto targets = batch.targets.to(hidden.device());
   auto supervised = targets.ne(-100);
   auto rows = hidden.index({supervised});  // [target tokens, hidden]

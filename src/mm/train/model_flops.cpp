@@ -30,11 +30,12 @@ std::vector<int64_t> lengths_of(const std::vector<int64_t>& cumulative) {
 double decoder_training_flops(const DecoderShape& d, const std::vector<int64_t>& segments, int64_t logit_tokens) {
   double tokens = 0;
   for (const auto s : segments) tokens += static_cast<double>(s);
-  const double h = static_cast<double>(d.hidden), head_dim = h / static_cast<double>(d.heads);
-  const double kv = static_cast<double>(d.kv_heads) * head_dim;
-  // q and o: h x h; k and v: h x kv; gate, up, down: h x intermediate.
-  const double layer_macs_per_token = 2 * h * h + 2 * h * kv + 3 * h * static_cast<double>(d.intermediate);
-  const double causal_attention_macs = h * squares(segments);  // 2 * h * s^2 / 2 per segment
+  const double h = static_cast<double>(d.hidden);
+  const double head_dim = d.head_dim > 0 ? static_cast<double>(d.head_dim) : h / static_cast<double>(d.heads);
+  const double q = static_cast<double>(d.heads) * head_dim, kv = static_cast<double>(d.kv_heads) * head_dim;
+  // q and o: h x q; k and v: h x kv; gate, up, down: h x intermediate.
+  const double layer_macs_per_token = 2 * h * q + 2 * h * kv + 3 * h * static_cast<double>(d.intermediate);
+  const double causal_attention_macs = q * squares(segments);  // 2 * q * s^2 / 2 per segment
   const double macs = static_cast<double>(d.layers) * (layer_macs_per_token * tokens + causal_attention_macs) +
                       static_cast<double>(logit_tokens) * h * static_cast<double>(d.vocab);
   return kFlopsPerTrainedMac * macs;
@@ -75,20 +76,37 @@ double qwen2_vl_vision_macs(const Qwen2VLVisionConfig& v, const std::vector<std:
          merged * (merged_dim * merged_dim + merged_dim * static_cast<double>(v.hidden_size));
 }
 
+// The same for the Qwen3-VL tower: attention within frames, fc1/fc2 MLP, the position table's
+// four-tap blend, the merger and one more merger per DeepStack layer.
+double qwen3_vl_vision_macs(const Qwen3VLVisionConfig& v, const std::vector<std::array<int64_t, 3>>& grid) {
+  const auto layout = qwen2_5_vision_layout(grid, v.spatial_merge_size, 1);
+  const double patches = static_cast<double>(layout.num_patches), hv = static_cast<double>(v.hidden_size);
+  const double patch_dim = static_cast<double>(v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size);
+  const double block_macs_per_patch = 4 * hv * hv + 2 * hv * static_cast<double>(v.intermediate_size);
+  const double attention = 2 * hv * squares(lengths_of(layout.cu_seqlens));
+  const double merged_dim = hv * static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  const double merged = patches / static_cast<double>(v.spatial_merge_size * v.spatial_merge_size);
+  const double mergers = static_cast<double>(1 + v.deepstack_visual_indexes.size());
+  return patches * (patch_dim * hv + 4 * hv) + static_cast<double>(v.depth) * (patches * block_macs_per_patch + attention) +
+         mergers * merged * (merged_dim * merged_dim + merged_dim * static_cast<double>(v.out_hidden_size));
+}
+
 }  // namespace
 
 double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int64_t>& text_segments,
                               int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images) {
   const auto& t = config.text;
   const double flops = decoder_training_flops({t.num_hidden_layers, t.hidden_size, t.intermediate_size,
-                                               t.num_attention_heads, t.num_key_value_heads, t.vocab_size},
+                                               t.num_attention_heads, t.num_key_value_heads, t.vocab_size, t.head_dim()},
                                               text_segments, logit_tokens);
   if (images.empty()) return flops;
   std::vector<std::array<int64_t, 3>> grid;
   for (const auto& g : images) grid.push_back({g.at(0), g.at(1), g.at(2)});
   const double macs = std::visit(
       [&](const auto& v) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Qwen2VLVisionConfig>) return qwen2_vl_vision_macs(v, grid);
+        using Config = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<Config, Qwen2VLVisionConfig>) return qwen2_vl_vision_macs(v, grid);
+        else if constexpr (std::is_same_v<Config, Qwen3VLVisionConfig>) return qwen3_vl_vision_macs(v, grid);
         else return qwen2_5_vl_vision_macs(v, grid);
       },
       config.vision);

@@ -18,12 +18,14 @@ struct WanTransformerConfig;
 // step (one per sample, or the packed documents); `logit_tokens` the rows the LM head computes.
 struct DecoderShape {
   int64_t layers = 0, hidden = 0, intermediate = 0, heads = 0, kv_heads = 0, vocab = 0;
+  int64_t head_dim = 0;  // 0: hidden / heads (Qwen2); Qwen3's attention has a width of its own
 };
 double decoder_training_flops(const DecoderShape& shape, const std::vector<int64_t>& segments, int64_t logit_tokens);
 
 // Qwen-VL: the decoder over `text_segments` plus the vision tower over `images` (t, h, w in
 // patches). Qwen2.5-VL's tower attends within windows in most blocks and within whole frames in
-// the fullatt_block_indexes blocks; Qwen2-VL's within whole frames in every block.
+// the fullatt_block_indexes blocks; Qwen2-VL's and Qwen3-VL's within whole frames in every block
+// (Qwen3-VL adds a merger per DeepStack layer).
 double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int64_t>& text_segments,
                               int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images);
 

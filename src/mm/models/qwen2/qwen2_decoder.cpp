@@ -133,7 +133,7 @@ torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {
 
 torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                                       const torch::Tensor& padding_mask, KVCache* cache,
-                                      const std::vector<int64_t>& cu_seqlens) {
+                                      const std::vector<int64_t>& cu_seqlens, const DeepstackInputs* deepstack) {
   MM_CHECK(inputs_embeds.dim() == 3 && inputs_embeds.size(2) == config_.hidden_size,
            "Qwen2Model: inputs_embeds must be [batch, seq, ", config_.hidden_size, "], got ", inputs_embeds.sizes());
   const int64_t seq = inputs_embeds.size(1);
@@ -143,8 +143,19 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
   const bool mrope = !config_.mrope_section.empty();
   MM_CHECK(positions.size(-1) == seq && positions.size(-2) == inputs_embeds.size(0),
            "Qwen2Model: position_ids ", positions.sizes(), " do not match inputs_embeds ", inputs_embeds.sizes());
-  const RotaryCosSin rope = mrope ? mrope_cos_sin(inv_freq, positions, config_.mrope_section, inputs_embeds.scalar_type())
-                                  : rope_cos_sin(inv_freq, positions, inputs_embeds.scalar_type());
+  const auto dtype = inputs_embeds.scalar_type();
+  const RotaryCosSin rope = !mrope ? rope_cos_sin(inv_freq, positions, dtype)
+                            : config_.mrope_interleaved
+                                ? interleaved_mrope_cos_sin(inv_freq, positions, config_.mrope_section, dtype)
+                                : mrope_cos_sin(inv_freq, positions, config_.mrope_section, dtype);
+  torch::Tensor visual_mask;
+  if (deepstack && !deepstack->empty()) {
+    MM_CHECK(deepstack->embeds.size() <= layers->size(), "Qwen2Model: ", deepstack->embeds.size(),
+             " DeepStack features for a decoder of ", layers->size(), " layers");
+    visual_mask = deepstack->visual_mask.to(device).to(torch::kBool);
+    MM_CHECK(visual_mask.sizes() == inputs_embeds.sizes().slice(0, 2), "Qwen2Model: the DeepStack visual mask ",
+             visual_mask.sizes(), " does not match inputs_embeds ", inputs_embeds.sizes());
+  }
   const int64_t past = cache ? cache->length() : 0;
   AttentionMask mask;
   if (cu_seqlens.empty()) {
@@ -157,16 +168,18 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
     mask = make_packed_causal_mask(cu_seqlens, device);
   }
   auto h = inputs_embeds;
-  for (const auto& item : *layers) {
-    auto* layer = item->as<Qwen2DecoderLayer>();
+  for (size_t i = 0; i < layers->size(); ++i) {
+    auto* layer = layers[i]->as<Qwen2DecoderLayer>();
     if (!block_runner) {
       h = layer->forward(h, rope, mask, cache);
-      continue;
+    } else {
+      // The runner may call `run` again in backward, after this frame is gone: capture by value.
+      h = block_runner(
+          *layer, [layer, rope, mask, cache](const torch::Tensor& x) { return layer->forward(x, rope, mask, cache); },
+          h);
     }
-    // The runner may call `run` again in backward, after this frame is gone: capture by value.
-    h = block_runner(
-        *layer, [layer, rope, mask, cache](const torch::Tensor& x) { return layer->forward(x, rope, mask, cache); },
-        h);
+    if (visual_mask.defined() && i < deepstack->embeds.size())
+      h = h.index_put({visual_mask}, h.index({visual_mask}) + deepstack->embeds[i].to(device, h.scalar_type()));
   }
   return norm(h);
 }

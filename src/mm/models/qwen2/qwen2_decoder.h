@@ -1,7 +1,7 @@
 // The Qwen2 decoder (HF: Qwen2Model / Qwen2_5_VLTextModel): token embedding, pre-norm decoder
 // layers with grouped-query attention (q/k/v biases, no o bias) and a SwiGLU MLP, final RMSNorm.
 // Positions are 1D ([batch, seq]) or, when the config has an mrope_section, Qwen2-VL's M-RoPE
-// ([3, batch, seq]). Parameter names follow the checkpoints: embed_tokens.weight,
+// ([3, batch, seq]), in bands or interleaved (Qwen3-VL). Parameter names follow the checkpoints: embed_tokens.weight,
 // layers.N.self_attn.{q,k,v,o}_proj.*, layers.N.mlp.{gate,up,down}_proj.weight,
 // layers.N.{input,post_attention}_layernorm.weight, norm.weight. The lm_head (tied or not) belongs
 // to the model that owns this decoder.
@@ -52,6 +52,15 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
 // cu_seqlens must start at 0 and increase strictly.
 AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device);
 
+// DeepStack (Qwen3-VL): vision features added to the hidden states at the visual positions after
+// each of the first decoder layers, embeds[i] after layer i (HF: Qwen3VLTextModel._deepstack_process).
+struct DeepstackInputs {
+  torch::Tensor visual_mask;          // [batch, seq] bool: the image and video placeholder positions
+  std::vector<torch::Tensor> embeds;  // [visual positions, hidden] each, in the mask's row-major order
+
+  bool empty() const { return embeds.empty(); }
+};
+
 class Qwen2AttentionImpl : public torch::nn::Module {
  public:
   Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t layer_index);
@@ -95,10 +104,11 @@ class Qwen2ModelImpl : public torch::nn::Module {
   // cache:         optional; the new keys/values are appended
   // cu_seqlens:    packed samples: empty, or [0, end of sample 0, ..., seq] with batch 1, no
   //                padding mask and no cache; attention stays causal within each sample
+  // deepstack:     optional vision features for the first layers (no more than there are layers)
   // returns:       [batch, seq, hidden], after the final norm
   torch::Tensor forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                         const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
-                        const std::vector<int64_t>& cu_seqlens = {});
+                        const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr);
 
   // input_ids: [batch, seq] int64 -> [batch, seq, hidden]
   torch::Tensor embed(const torch::Tensor& input_ids);

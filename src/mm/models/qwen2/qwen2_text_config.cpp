@@ -92,7 +92,9 @@ Qwen2TextConfig Qwen2TextConfig::from_json(const JsonView& root) {
 }
 
 nlohmann::json Qwen2TextConfig::to_json(const std::string& model_type) const {
-  return {{"model_type", model_type},
+  nlohmann::json rope = {{"rope_type", "default"}, {"rope_theta", rope_theta}, {"mrope_section", mrope_section}};
+  if (mrope_interleaved) rope["mrope_interleaved"] = true;
+  nlohmann::json out = {{"model_type", model_type},
           {"vocab_size", vocab_size},
           {"hidden_size", hidden_size},
           {"intermediate_size", intermediate_size},
@@ -103,8 +105,13 @@ nlohmann::json Qwen2TextConfig::to_json(const std::string& model_type) const {
           {"max_position_embeddings", max_position_embeddings},
           {"rms_norm_eps", rms_norm_eps},
           {"initializer_range", initializer_range},
-          {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", rope_theta}, {"mrope_section", mrope_section}}},
+          {"rope_parameters", rope},
           {"tie_word_embeddings", tie_word_embeddings}};
+  // The Qwen3 options, written only when they differ from Qwen2's (whose configs never had them).
+  if (explicit_head_dim > 0) out["head_dim"] = explicit_head_dim;
+  if (qk_norm) out["attention_bias"] = attention_bias;
+  if (pad_token_id >= 0) out["pad_token_id"] = pad_token_id;
+  return out;
 }
 
 }  // namespace mm

@@ -40,6 +40,8 @@ struct Qwen2TextConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 1000000.0;
   std::vector<int64_t> mrope_section;  // [t, h, w] halves of head_dim; sums to head_dim / 2
+  // The M-RoPE axes interleaved over the frequencies (Qwen3-VL) instead of in consecutive bands.
+  bool mrope_interleaved = false;
   bool tie_word_embeddings = false;
   bool attention_bias = true;  // Qwen2 has q/k/v biases
   double initializer_range = 0.02;  // std of the random init of the language model and lm_head

@@ -19,21 +19,25 @@ Linear linear(int64_t in, int64_t out) { return Linear(in, out, /*bias=*/true); 
 
 }  // namespace
 
-Qwen2_5_VisionPatchEmbedImpl::Qwen2_5_VisionPatchEmbedImpl(const Qwen2_5_VLVisionConfig& c) {
+Qwen2_5_VisionPatchEmbedImpl::Qwen2_5_VisionPatchEmbedImpl(const Qwen2_5_VLVisionConfig& c, bool bias) {
   const std::vector<int64_t> kernel = {c.temporal_patch_size, c.patch_size, c.patch_size};
   proj = register_module("proj", torch::nn::Conv3d(torch::nn::Conv3dOptions(c.in_channels, c.hidden_size, kernel)
                                                        .stride(kernel)
-                                                       .bias(false)));
+                                                       .bias(bias)));
 }
 
 torch::Tensor Qwen2_5_VisionPatchEmbedImpl::forward(const torch::Tensor& pixel_values) {
   const torch::Tensor& w = proj->weight;
   const int64_t patch_dim = w[0].numel();
   MM_CHECK(pixel_values.dim() == 2 && pixel_values.size(1) == patch_dim,
-           "Qwen2.5-VL vision: pixel_values must be [num_patches, ", patch_dim,
+           "vision patch embedding: pixel_values must be [num_patches, ", patch_dim,
            "] (in_channels * temporal_patch_size * patch_size^2), got ", pixel_values.sizes());
   const auto patches = pixel_values.to(w.scalar_type());
-  if (!patches.is_cpu() || matmul_on_cpu) return torch::matmul(patches, w.reshape({w.size(0), patch_dim}).t());
+  if (!patches.is_cpu() || matmul_on_cpu) {
+    const torch::Tensor flat = w.reshape({w.size(0), patch_dim});
+    // With a bias, nn.Linear's addmm (transformers' fused form); without, the plain matmul.
+    return proj->bias.defined() ? torch::linear(patches, flat, proj->bias) : torch::matmul(patches, flat.t());
+  }
   return proj->forward(patches.reshape({-1, w.size(1), w.size(2), w.size(3), w.size(4)})).view({-1, w.size(0)});
 }
 

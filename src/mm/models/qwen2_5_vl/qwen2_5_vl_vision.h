@@ -33,10 +33,12 @@ class VarlenSegments;
 // answers at real sizes). On CUDA it runs as a matmul on the flattened patch (transformers'
 // fusion_config "patch_embeddings"): Conv3d with this shape is pathologically slow on some cuDNN
 // versions, and GPU bf16 kernels differ from the reference's anyway.
-// Parameter: proj.weight [hidden, in_channels, temporal_patch_size, patch_size, patch_size].
+// Parameter: proj.weight [hidden, in_channels, temporal_patch_size, patch_size, patch_size], and
+// proj.bias [hidden] when `bias` (Qwen3-VL's patch embedding has one, Qwen2-VL's and Qwen2.5-VL's
+// do not).
 class Qwen2_5_VisionPatchEmbedImpl : public torch::nn::Module {
  public:
-  explicit Qwen2_5_VisionPatchEmbedImpl(const Qwen2_5_VLVisionConfig& config);
+  explicit Qwen2_5_VisionPatchEmbedImpl(const Qwen2_5_VLVisionConfig& config, bool bias = false);
   // pixel_values: [num_patches, in_channels * temporal_patch_size * patch_size^2], any float
   // dtype (cast to the weight's) -> [num_patches, hidden].
   torch::Tensor forward(const torch::Tensor& pixel_values);

@@ -17,11 +17,28 @@ struct overloaded : F... {
   using F::operator()...;
 };
 
+// Qwen3VLTextConfig's options beyond the Qwen2 fields, with its defaults.
+void read_qwen3_text_options(const JsonView& root, Qwen2TextConfig& text) {
+  const JsonView t = root.has("text_config") ? root.child("text_config") : root;
+  text.explicit_head_dim = t.get_or<int64_t>("head_dim", 128);
+  text.qk_norm = true;
+  text.attention_bias = t.get_or<bool>("attention_bias", false);
+  text.o_proj_bias = text.attention_bias;
+  text.pad_token_id = t.get_or<int64_t>("pad_token_id", -1);
+  // Qwen3VLTextRotaryEmbedding interleaves the axes whatever mrope_interleaved says.
+  text.mrope_interleaved = true;
+}
+
 }  // namespace
 
 std::string QwenVLConfig::model_type() const {
-  return std::holds_alternative<Qwen2VLVisionConfig>(vision) ? "qwen2_vl" : "qwen2_5_vl";
+  return std::visit(overloaded{[](const Qwen2_5_VLVisionConfig&) { return "qwen2_5_vl"; },
+                               [](const Qwen2VLVisionConfig&) { return "qwen2_vl"; },
+                               [](const Qwen3VLVisionConfig&) { return "qwen3_vl"; }},
+                    vision);
 }
+
+bool QwenVLConfig::video_frames_apart() const { return std::holds_alternative<Qwen3VLVisionConfig>(vision); }
 
 int64_t QwenVLConfig::spatial_merge_size() const {
   return std::visit([](const auto& v) { return v.spatial_merge_size; }, vision);
@@ -39,7 +56,8 @@ int64_t QwenVLConfig::video_temporal_step(double seconds_per_grid) const {
   return std::visit(overloaded{[&](const Qwen2_5_VLVisionConfig& v) {
                                  return v.tokens_per_second * static_cast<int64_t>(seconds_per_grid);
                                },
-                               [](const Qwen2VLVisionConfig&) { return int64_t{1}; }},
+                               [](const Qwen2VLVisionConfig&) { return int64_t{1}; },
+                               [](const Qwen3VLVisionConfig&) { return int64_t{1}; }},
                     vision);
 }
 
@@ -58,7 +76,8 @@ void QwenVLConfig::validate() const {
   text.validate();
   const auto [key, width] = std::visit(
       overloaded{[](const Qwen2_5_VLVisionConfig& v) { return std::pair{"out_hidden_size", v.out_hidden_size}; },
-                 [](const Qwen2VLVisionConfig& v) { return std::pair{"hidden_size", v.hidden_size}; }},
+                 [](const Qwen2VLVisionConfig& v) { return std::pair{"hidden_size", v.hidden_size}; },
+                 [](const Qwen3VLVisionConfig& v) { return std::pair{"out_hidden_size", v.out_hidden_size}; }},
       vision);
   MM_CHECK(width == text.hidden_size, "config.json: vision_config.", key, " (", width,
            ") must equal the language model's hidden_size (", text.hidden_size,
@@ -72,8 +91,10 @@ QwenVLConfig QwenVLConfig::from_json(const nlohmann::json& json, const std::stri
   const auto& vision_json = root.child("vision_config").raw();
   if (model_type == "qwen2_5_vl") c.vision = Qwen2_5_VLVisionConfig::from_json(vision_json, file);
   else if (model_type == "qwen2_vl") c.vision = Qwen2VLVisionConfig::from_json(vision_json, file);
-  else fail(file, ": model_type is '", model_type, "', expected one of 'qwen2_5_vl', 'qwen2_vl'");
+  else if (model_type == "qwen3_vl") c.vision = Qwen3VLVisionConfig::from_json(vision_json, file);
+  else fail(file, ": model_type is '", model_type, "', expected one of 'qwen2_5_vl', 'qwen2_vl', 'qwen3_vl'");
   c.text = Qwen2TextConfig::from_json(root);
+  if (model_type == "qwen3_vl") read_qwen3_text_options(root, c.text);
   c.image_token_id = root.get_or<int64_t>("image_token_id", c.image_token_id);
   c.video_token_id = root.get_or<int64_t>("video_token_id", c.video_token_id);
   c.vision_start_token_id = root.get_or<int64_t>("vision_start_token_id", c.vision_start_token_id);
@@ -93,8 +114,9 @@ nlohmann::json QwenVLConfig::to_json() const {
   const std::string type = model_type();
   nlohmann::json text_json = text.to_json(type + "_text");
   if (!eos_token_ids.empty()) text_json["eos_token_id"] = eos_token_ids;
-  const std::string architecture = type == "qwen2_vl" ? "Qwen2VLForConditionalGeneration"
-                                                      : "Qwen2_5_VLForConditionalGeneration";
+  const std::string architecture = type == "qwen2_vl"   ? "Qwen2VLForConditionalGeneration"
+                                   : type == "qwen3_vl" ? "Qwen3VLForConditionalGeneration"
+                                                        : "Qwen2_5_VLForConditionalGeneration";
   return {{"model_type", type},
           {"architectures", {architecture}},
           {"vision_config", std::visit([](const auto& v) { return v.to_json(); }, vision)},

@@ -1,6 +1,7 @@
 // The architecture of a Qwen-VL model, read from its Hugging Face config.json: the vision tower of
-// its family (config.json model_type "qwen2_vl" or "qwen2_5_vl"), the Qwen2 decoder with M-RoPE,
-// and the special token ids. Both layouts found in the wild are accepted: text fields at the top
+// its family (config.json model_type "qwen2_vl", "qwen2_5_vl" or "qwen3_vl"), the Qwen2 decoder
+// with M-RoPE (for Qwen3-VL with Qwen3's options: q/k norms, head_dim of its own, no biases, and
+// interleaved M-RoPE), and the special token ids. Both layouts found in the wild are accepted: text fields at the top
 // level with `rope_scaling` (the published checkpoints) and a nested `text_config` with
 // `rope_parameters` (transformers 5).
 #pragma once
@@ -13,11 +14,12 @@
 #include "mm/models/qwen2/qwen2_text_config.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_config.h"
 #include "mm/models/qwen2_vl/qwen2_vl_vision_config.h"
+#include "mm/models/qwen3_vl/qwen3_vl_vision_config.h"
 
 namespace mm {
 
 // One alternative per family; the alternative held says which family the model is.
-using QwenVLVisionConfig = std::variant<Qwen2_5_VLVisionConfig, Qwen2VLVisionConfig>;
+using QwenVLVisionConfig = std::variant<Qwen2_5_VLVisionConfig, Qwen2VLVisionConfig, Qwen3VLVisionConfig>;
 
 struct QwenVLConfig {
   QwenVLVisionConfig vision;  // default: Qwen2.5-VL
@@ -28,15 +30,19 @@ struct QwenVLConfig {
   int64_t vision_end_token_id = 151653;
   std::vector<int64_t> eos_token_ids;  // from config.json / generation_config.json
 
-  // config.json's model_type: "qwen2_5_vl" or "qwen2_vl".
+  // config.json's model_type: "qwen2_5_vl", "qwen2_vl" or "qwen3_vl".
   std::string model_type() const;
+  // Whether a video's frames stand apart in the text, each its own placeholder run between
+  // timestamps with its own positions (Qwen3-VL), rather than one run per video.
+  bool video_frames_apart() const;
   // What the decoder and the data pipeline need of the vision tower, whichever family it is.
   int64_t spatial_merge_size() const;
   int64_t vision_depth() const;
   double vision_initializer_range() const;
   // The M-RoPE temporal step between a video's consecutive merged frames, given its seconds per
   // temporal grid step: Qwen2.5-VL's tokens_per_second * int(seconds) (the reference truncates),
-  // Qwen2-VL's 1 (it has no notion of time).
+  // Qwen2-VL's 1 (it has no notion of time), Qwen3-VL's 1 (its frames stand apart; time is in
+  // the timestamp text).
   int64_t video_temporal_step(double seconds_per_grid) const;
 
   // A Qwen2.5-VL vision config, for code that builds one; throws when this is another family.

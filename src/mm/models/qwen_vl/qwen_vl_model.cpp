@@ -12,6 +12,7 @@
 #include "mm/core/safetensors.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
 #include "mm/models/qwen2_vl/qwen2_vl_vision.h"
+#include "mm/models/qwen3_vl/qwen3_vl_vision.h"
 #include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
@@ -62,7 +63,34 @@ void check_block_counts(const QwenVLConfig& config, const Checkpoint& checkpoint
 // The vision tower of the config's family.
 std::shared_ptr<VisionTowerImpl> make_vision_tower(const QwenVLVisionConfig& config) {
   if (const auto* v = std::get_if<Qwen2VLVisionConfig>(&config)) return Qwen2VisionTransformer(*v).ptr();
+  if (const auto* v = std::get_if<Qwen3VLVisionConfig>(&config)) return Qwen3VLVisionModel(*v).ptr();
   return Qwen2_5_VisionTransformer(std::get<Qwen2_5_VLVisionConfig>(config)).ptr();
+}
+
+// DeepStack features of one modality in the order of its placeholder tokens.
+struct ModalityDeepstack {
+  torch::Tensor mask;  // [batch, seq] bool
+  std::vector<torch::Tensor> embeds;
+};
+
+// Images and videos joined as the reference joins them: one mask over both, and per layer the
+// features of both in the order of the positions (HF: Qwen3VLModel.forward).
+DeepstackInputs joined_deepstack(const std::vector<ModalityDeepstack>& parts) {
+  DeepstackInputs out;
+  for (const auto& part : parts) out.visual_mask = out.visual_mask.defined() ? out.visual_mask | part.mask : part.mask;
+  if (parts.size() == 1) {
+    out.embeds = parts.front().embeds;
+    return out;
+  }
+  const size_t layers = parts.front().embeds.size();
+  const int64_t visual = out.visual_mask.sum().item<int64_t>();
+  for (size_t i = 0; i < layers; ++i) {
+    const auto& first = parts.front().embeds[i];
+    torch::Tensor joint = torch::zeros({visual, first.size(-1)}, first.options());
+    for (const auto& part : parts) joint = joint.index_put({part.mask.index({out.visual_mask})}, part.embeds[i]);
+    out.embeds.push_back(joint);
+  }
+  return out;
 }
 
 }  // namespace
@@ -131,21 +159,22 @@ QwenVLForConditionalGenerationImpl::Unloaded QwenVLForConditionalGenerationImpl:
   return {model, std::move(weights)};
 }
 
-torch::Tensor QwenVLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,
-                                                                 const torch::Tensor& grid_thw) {
+VisionFeatures QwenVLForConditionalGenerationImpl::image_features(const torch::Tensor& pixel_values,
+                                                                  const torch::Tensor& grid_thw) {
   const auto& weight = model->embed_tokens->weight;
   auto params = visual->parameters();
   const auto dtype = params.empty() ? weight.scalar_type() : params.front().scalar_type();
   MM_CHECK(pixel_values.dim() == 2, "pixel values must be [patches, channels * temporal_patch * patch^2], got ",
            pixel_values.sizes());
-  return visual->forward(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
+  return visual->features(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
 }
 
-torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInputs& inputs) {
+torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInputs& inputs, DeepstackInputs* deepstack) {
   MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2,
            "input_ids must be [batch, seq], got ", inputs.input_ids.defined() ? c10::str(inputs.input_ids.sizes()) : "none");
   auto ids = inputs.input_ids.to(model->embed_tokens->weight.device());
   auto embeds = model->embed(ids);
+  std::vector<ModalityDeepstack> deepstack_parts;
   auto splice = [&](const torch::Tensor& pixels, const torch::Tensor& grid, int64_t token_id, const char* what,
                     const char* grid_name) {
     auto mask = ids == token_id;  // [batch, seq]
@@ -162,13 +191,20 @@ torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInput
              " ", what, " placeholder tokens (id ", token_id, ") but ", grid_name, " gives ", n_features, " ", what,
              " embeddings");
     auto features = image_features(pixels, grid);
-    MM_CHECK(features.dim() == 2 && features.size(0) == n_features && features.size(1) == embeds.size(-1),
-             "the vision encoder returned ", features.sizes(), " for ", grid_name, ", expected [", n_features, ", ",
+    const torch::Tensor& merged = features.merged;
+    MM_CHECK(merged.dim() == 2 && merged.size(0) == n_features && merged.size(1) == embeds.size(-1),
+             "the vision encoder returned ", merged.sizes(), " for ", grid_name, ", expected [", n_features, ", ",
              embeds.size(-1), "]");
-    embeds = embeds.masked_scatter(mask.unsqueeze(-1), features.to(embeds.scalar_type()));
+    embeds = embeds.masked_scatter(mask.unsqueeze(-1), merged.to(embeds.scalar_type()));
+    if (features.deepstack.empty()) return;
+    MM_CHECK(deepstack != nullptr, "embed_inputs: this ", config_.model_type(),
+             " model adds DeepStack features of its ", what,
+             "s in its first decoder layers; the caller must take them (a DeepstackInputs) and pass them to decode");
+    deepstack_parts.push_back({mask, std::move(features.deepstack)});
   };
   splice(inputs.pixel_values, inputs.image_grid_thw, config_.image_token_id, "image", "image_grid_thw");
   splice(inputs.pixel_values_videos, inputs.video_grid_thw, config_.video_token_id, "video", "video_grid_thw");
+  if (deepstack) *deepstack = deepstack_parts.empty() ? DeepstackInputs{} : joined_deepstack(deepstack_parts);
   return embeds;
 }
 
@@ -193,10 +229,17 @@ RopeIndex qwen_vl_rope_index(const QwenVLConfig& config, const QwenVLInputs& inp
     return rows;
   };
   const auto image_grids = grid_rows(inputs.image_grid_thw, "image_grid_thw");
-  const auto video_grids = grid_rows(inputs.video_grid_thw, "video_grid_thw");
+  auto video_grids = grid_rows(inputs.video_grid_thw, "video_grid_thw");
   MM_CHECK(inputs.second_per_grid_ts.empty() || inputs.second_per_grid_ts.size() == video_grids.size(),
            "second_per_grid_ts has ", inputs.second_per_grid_ts.size(), " entries but video_grid_thw has ",
            video_grids.size(), " videos");
+  if (config.video_frames_apart()) {
+    // One grid (and one placeholder run) per frame; the temporal step then never applies.
+    std::vector<std::array<int64_t, 3>> frames;
+    for (const auto& [t, h, w] : video_grids)
+      for (int64_t f = 0; f < t; ++f) frames.push_back({1, h, w});
+    video_grids = std::move(frames);
+  }
   size_t next_image = 0, next_video = 0;
 
   auto position_ids = torch::zeros({3, batch, seq}, torch::kInt64);
@@ -239,8 +282,9 @@ RopeIndex qwen_vl_rope_index(const QwenVLConfig& config, const QwenVLInputs& inp
                  " has ", end - start, " tokens but ", what, "_grid_thw row ", next, " (", t, ", ", h, ", ", w,
                  ") needs ", t * lh * lw);
         const int64_t interval =
-            video ? config.video_temporal_step(inputs.second_per_grid_ts.empty() ? 1.0 : inputs.second_per_grid_ts[next])
-                  : 1;
+            video && !config.video_frames_apart()
+                ? config.video_temporal_step(inputs.second_per_grid_ts.empty() ? 1.0 : inputs.second_per_grid_ts[next])
+                : 1;
         size_t i = start;
         for (int64_t ti = 0; ti < t; ++ti)
           for (int64_t hi = 0; hi < lh; ++hi)
@@ -255,7 +299,8 @@ RopeIndex qwen_vl_rope_index(const QwenVLConfig& config, const QwenVLInputs& inp
   MM_CHECK(next_image == image_grids.size(), "image_grid_thw has ", image_grids.size(),
            " rows but input_ids has ", next_image, " image placeholder runs");
   MM_CHECK(next_video == video_grids.size(), "video_grid_thw has ", video_grids.size(),
-           " rows but input_ids has ", next_video, " video placeholder runs");
+           config.video_frames_apart() ? " frames (one placeholder run each)" : " rows", " but input_ids has ",
+           next_video, " video placeholder runs");
   return {position_ids, deltas};
 }
 
@@ -266,8 +311,9 @@ RopeIndex QwenVLForConditionalGenerationImpl::get_rope_index(const QwenVLInputs&
 torch::Tensor QwenVLForConditionalGenerationImpl::decode(const torch::Tensor& inputs_embeds,
                                                          const torch::Tensor& position_ids,
                                                          const torch::Tensor& padding_mask, KVCache* cache,
-                                                         const std::vector<int64_t>& cu_seqlens) {
-  return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
+                                                         const std::vector<int64_t>& cu_seqlens,
+                                                         const DeepstackInputs* deepstack) {
+  return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens, deepstack);
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::lm_logits(const torch::Tensor& hidden) {
@@ -275,9 +321,10 @@ torch::Tensor QwenVLForConditionalGenerationImpl::lm_logits(const torch::Tensor&
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::forward(const QwenVLInputs& inputs) {
-  auto embeds = embed_inputs(inputs);
+  DeepstackInputs deepstack;
+  auto embeds = embed_inputs(inputs, &deepstack);
   auto rope = get_rope_index(inputs);
-  return lm_logits(decode(embeds, rope.position_ids, inputs.attention_mask));
+  return lm_logits(decode(embeds, rope.position_ids, inputs.attention_mask, nullptr, {}, &deepstack));
 }
 
 }  // namespace mm

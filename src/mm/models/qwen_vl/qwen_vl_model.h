@@ -1,9 +1,10 @@
-// A Qwen-VL model for conditional generation (HF: Qwen2VLForConditionalGeneration and
-// Qwen2_5_VLForConditionalGeneration, which differ only in the vision tower and the video
-// positions): the vision tower of the config's family, whose merged patch features replace the
-// image/video placeholder tokens, the Qwen2 decoder with M-RoPE positions from get_rope_index, and
-// the lm_head (tied to the token embedding when the config says so). The pieces are separate
-// methods so training can use them directly.
+// A Qwen-VL model for conditional generation (HF: Qwen2VLForConditionalGeneration,
+// Qwen2_5_VLForConditionalGeneration and Qwen3VLForConditionalGeneration, which differ in the
+// vision tower, the decoder's options and the video positions): the vision tower of the config's
+// family, whose merged patch features replace the image/video placeholder tokens (and, for
+// Qwen3-VL, whose DeepStack features are added after the first decoder layers), the Qwen2 decoder
+// with M-RoPE positions from get_rope_index, and the lm_head (tied to the token embedding when the
+// config says so). The pieces are separate methods so training can use them directly.
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -40,8 +41,9 @@ struct RopeIndex {
 // Positions as the reference's get_rope_index: text runs count up by one; a vision run of
 // t x h x w merged tokens gets (start + t * interval, start + row, start + col), with interval =
 // config.video_temporal_step(second_per_grid_ts) for videos and 1 for images, and the text after it
-// resumes at start + max(h, w). Padding (attention_mask 0) is skipped and left at 0. Needs only
-// the config, so data pipelines compute positions without a model.
+// resumes at start + max(h, w). With config.video_frames_apart() (Qwen3-VL) each frame of a video
+// is its own run (t = 1) between timestamp text. Padding (attention_mask 0) is skipped and left at
+// 0. Needs only the config, so data pipelines compute positions without a model.
 RopeIndex qwen_vl_rope_index(const QwenVLConfig& config, const QwenVLInputs& inputs);
 
 class QwenVLForConditionalGeneration;
@@ -71,11 +73,14 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   torch::Tensor forward(const QwenVLInputs& inputs);
 
   // Token embeddings with the vision features written over the placeholder tokens:
-  // [batch, seq, hidden]. Throws if the placeholder count differs from the feature count.
-  torch::Tensor embed_inputs(const QwenVLInputs& inputs);
+  // [batch, seq, hidden]. Throws if the placeholder count differs from the feature count. A model
+  // whose tower has DeepStack features (Qwen3-VL) fills `deepstack` for decode, and refuses to
+  // embed images or videos without it (dropping them would silently change the model).
+  torch::Tensor embed_inputs(const QwenVLInputs& inputs, DeepstackInputs* deepstack = nullptr);
 
-  // Vision features of all images (or videos): [sum(t * h * w) / merge^2, hidden].
-  torch::Tensor image_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
+  // Vision features of all images (or videos): merged [sum(t * h * w) / merge^2, hidden], and the
+  // DeepStack features of towers that have them.
+  VisionFeatures image_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
 
   // qwen_vl_rope_index with this model's config.
   RopeIndex get_rope_index(const QwenVLInputs& inputs) const;
@@ -85,9 +90,10 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   // [batch, seq, hidden] after the final norm. With a cache, appends to it. cu_seqlens: packed
   // samples (batch 1, see Qwen2ModelImpl::forward); position_ids then hold each sample's own
   // positions side by side.
+  // deepstack: what embed_inputs filled in, for the prefill or training forward.
   torch::Tensor decode(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                        const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
-                       const std::vector<int64_t>& cu_seqlens = {});
+                       const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr);
 
   // hidden [..., hidden] -> logits [..., vocab] (lm_head, or the embedding matrix when tied).
   torch::Tensor lm_logits(const torch::Tensor& hidden);
