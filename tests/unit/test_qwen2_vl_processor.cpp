@@ -81,9 +81,10 @@ TEST(Qwen2VLProcessor, EveryCaseMatchesTheReferenceFromOurDecodedFiles) {
         worst = std::max(worst, diff);
       }
     } else {
-      std::vector<double> fps;
-      if (!c["sampled_fps"].is_null()) fps.push_back(c["sampled_fps"]);
-      mm::VideoInputs got = proc.preprocess_videos({inputs->tensor(name + ".frames")}, fps);
+      std::vector<mm::VideoFrameTimes> times;
+      if (!c["sampled_fps"].is_null()) times.push_back({c["sampled_fps"].get<double>()});
+      mm::VideoInputs got = proc.preprocess_videos({inputs->tensor(name + ".frames")}, times);
+      EXPECT_TRUE(got.timestamps.empty());  // Qwen2VLVideoProcessor writes none
       EXPECT_TRUE(torch::equal(got.grid_thw, want_grid)) << got.grid_thw << want_grid;
       const double diff = max_abs_diff(got.pixel_values, want);
       EXPECT_LE(diff, 1e-5);
@@ -149,8 +150,8 @@ TEST(Qwen2VLProcessor, BadInputsFail) {
                    "image 0: absolute aspect ratio must be smaller than 200");
   EXPECT_THROW_MSG(proc.preprocess_videos({torch::zeros({0, 8, 8, 3}, torch::kByte)}),
                    "video 0: has no frames");
-  EXPECT_THROW_MSG(proc.preprocess_videos({torch::zeros({2, 28, 28, 3}, torch::kByte)}, {1.0, 2.0}),
-                   "2 frame rates given for 1 videos");
+  EXPECT_THROW_MSG(proc.preprocess_videos({torch::zeros({2, 28, 28, 3}, torch::kByte)}, {{1.0}, {2.0}}),
+                   "2 frame timings given for 1 videos");
   mm::Qwen2VLPreprocessConfig no_resize;
   no_resize.do_resize = false;
   EXPECT_THROW_MSG(mm::Qwen2VLProcessor(no_resize).preprocess_images(

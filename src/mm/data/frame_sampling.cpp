@@ -7,6 +7,38 @@
 #include "mm/media/video_decode.h"
 
 namespace mm {
+namespace {
+
+std::vector<int64_t> qwen3_vl_frame_indices(int64_t total_frames, double video_fps, const VideoSampling& s,
+                                            const std::string& name) {
+  int64_t count = total_frames;
+  if (s.num_frames) {
+    count = *s.num_frames;
+  } else if (s.fps) {
+    MM_CHECK(video_fps > 0, name, ": sampling at ", *s.fps, " fps needs the video's frame rate, which is unknown");
+    // Python's int() of the float product truncates toward zero.
+    const auto n = static_cast<int64_t>(static_cast<double>(total_frames) / video_fps * *s.fps);
+    count = std::min({std::max(n, s.min_frames), s.max_frames, total_frames});
+  } else {
+    std::vector<int64_t> all(static_cast<size_t>(total_frames));
+    for (int64_t i = 0; i < total_frames; ++i) all[static_cast<size_t>(i)] = i;
+    return all;
+  }
+  MM_CHECK(count > 0, name, ": frame sampling selects no frames (num_frames ", count, ")");
+  // More frames than the video has repeat some of them, as in the reference (decode_video fills
+  // repeated indices with the same frame).
+  // numpy.linspace: i * step from 0, the last point exactly the end; then round half to even.
+  std::vector<int64_t> indices(static_cast<size_t>(count));
+  const double last = static_cast<double>(total_frames - 1);
+  const double step = count > 1 ? last / static_cast<double>(count - 1) : 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double x = i + 1 == count && count > 1 ? last : static_cast<double>(i) * step;
+    indices[static_cast<size_t>(i)] = static_cast<int64_t>(std::nearbyint(x));
+  }
+  return indices;
+}
+
+}  // namespace
 
 std::vector<int64_t> sample_frame_indices(int64_t total_frames, double video_fps,
                                           const VideoSampling& s, const std::string& name) {
@@ -15,6 +47,7 @@ std::vector<int64_t> sample_frame_indices(int64_t total_frames, double video_fps
            ": frame sampling by fps and by num_frames are mutually exclusive");
   MM_CHECK(s.temporal_patch_size > 0, name, ": temporal_patch_size must be positive");
   const double tps = static_cast<double>(s.temporal_patch_size);
+  if (s.rule == FrameRule::qwen3_vl) return qwen3_vl_frame_indices(total_frames, video_fps, s, name);
   std::optional<double> count;
   if (s.num_frames) {
     count = std::nearbyint(static_cast<double>(*s.num_frames) / tps) * tps;  // half to even

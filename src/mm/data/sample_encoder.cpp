@@ -39,7 +39,7 @@ torch::Tensor grid_rows(const torch::Tensor& grid, int64_t first, int64_t n) {
 
 struct DecodedMedia {
   std::vector<at::Tensor> images, videos;
-  std::vector<double> video_fps;
+  std::vector<VideoFrameTimes> video_times;
 };
 
 DecodedMedia decode_media(const std::vector<ChatMessage>& messages, const VideoSampling& sampling,
@@ -59,7 +59,7 @@ DecodedMedia decode_media(const std::vector<ChatMessage>& messages, const VideoS
         } else {
           DecodedVideo v = decode_video(part.source, sampling);
           media.videos.push_back(v.frames);
-          media.video_fps.push_back(v.sampled_fps());
+          media.video_times.push_back(frame_times_of(v));
         }
       } catch (const Error& e) {
         throw SampleError(SkipReason::corrupt_media, str_cat(where, ": ", e.what()));
@@ -131,6 +131,7 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
   DecodedMedia media = decode_media(messages, sampling, where);
 
   TrainSample sample;
+  std::vector<std::vector<double>> video_timestamps;  // Qwen3-VL's, per video
   sample.index = conversation.index;
   sample.type = conversation.type;
   try {
@@ -140,10 +141,11 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
       sample.image_grid_thw = v.grid_thw;
     }
     if (!media.videos.empty()) {
-      VideoInputs v = processor_.preprocess_videos(media.videos, media.video_fps);
+      VideoInputs v = processor_.preprocess_videos(media.videos, media.video_times);
       sample.pixel_values_videos = v.pixel_values;
       sample.video_grid_thw = v.grid_thw;
       sample.second_per_grid_ts = v.second_per_grid_ts;
+      video_timestamps = std::move(v.timestamps);
     }
   } catch (const Error& e) {
     throw SampleError(SkipReason::corrupt_media, str_cat(where, ": ", e.what()));
@@ -152,7 +154,6 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
   // Message by message: [begin, end) of each message in `text` from the renders of its prefixes.
   std::vector<int64_t> ids;
   std::vector<uint8_t> supervised;
-  const int64_t merge = processor_.image_config().merge_size;
   int64_t image_row = 0, video_row = 0;
   size_t begin = 0;
   for (size_t k = 0; k < messages.size(); ++k) {
@@ -163,10 +164,13 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
     const std::string segment = text.substr(begin, end - begin);
     const int64_t seg_images = static_cast<int64_t>(count_occurrences(segment, image_pad));
     const int64_t seg_videos = static_cast<int64_t>(count_occurrences(segment, video_pad));
-    const std::string expanded =
-        expand_vision_placeholders(segment, grid_rows(sample.image_grid_thw, image_row, seg_images),
-                                   grid_rows(sample.video_grid_thw, video_row, seg_videos), merge, image_pad,
-                                   video_pad);
+    const std::vector<std::vector<double>> seg_timestamps =
+        video_timestamps.empty() ? video_timestamps
+                                 : std::vector<std::vector<double>>(video_timestamps.begin() + video_row,
+                                                                    video_timestamps.begin() + video_row + seg_videos);
+    const std::string expanded = processor_.expand_placeholders(
+        segment, grid_rows(sample.image_grid_thw, image_row, seg_images),
+        grid_rows(sample.video_grid_thw, video_row, seg_videos), seg_timestamps, image_pad, video_pad);
     image_row += seg_images;
     video_row += seg_videos;
     const std::vector<int64_t> seg_ids = tokenizer_.encode(expanded, /*add_special_tokens=*/false);

@@ -12,18 +12,27 @@
 namespace mm {
 
 // Which frames to keep. Neither fps nor num_frames: every frame. They are mutually exclusive.
+// Two rules, as the two reference video processors sample:
+// Qwen2-VL (Qwen2VLVideoProcessor.sample_frames):
 //  - num_frames: rounded to a multiple of temporal_patch_size (half to even, like Python's
 //    round); min_frames / max_frames do not apply (as in the reference).
 //  - fps: total_frames / video_fps * fps, clamped to [min_frames, min(max_frames, total)] with
 //    max_frames first floored to a multiple of temporal_patch_size, then floored to a multiple
 //    of temporal_patch_size.
-// The chosen count n gives indices int(float32(arange(0, total, total / n))), like the reference.
+//  The chosen count n gives indices int(float32(arange(0, total, total / n))).
+// Qwen3-VL (Qwen3VLVideoProcessor.sample_frames):
+//  - num_frames: taken as it is (more than the video has repeat frames, as there);
+//  - fps: int(total_frames / video_fps * fps), clamped to min(max(n, min_frames), max_frames, total);
+//  The chosen count n gives indices round(linspace(0, total - 1, n)) (half to even).
+enum class FrameRule { qwen2_vl, qwen3_vl };
+
 struct VideoSampling {
   std::optional<double> fps;
   std::optional<int64_t> num_frames;
   int64_t min_frames = 4;
   int64_t max_frames = 768;
   int64_t temporal_patch_size = 2;
+  FrameRule rule = FrameRule::qwen2_vl;
 };
 
 // The frame indices `sampling` selects from a video of `total_frames` frames at `video_fps`.

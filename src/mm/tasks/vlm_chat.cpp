@@ -41,7 +41,7 @@ std::string QwenVLChat::render(const std::vector<ChatMessage>& messages) const {
 QwenVLInputs QwenVLChat::prepare(const std::vector<ChatMessage>& messages,
                                          const VideoOptions& video) const {
   std::vector<at::Tensor> images, videos;
-  std::vector<double> video_fps;
+  std::vector<VideoFrameTimes> video_times;
   const VideoSampling sampling = sampling_for(processor_.video_config(), video);
   for (const auto& message : messages)
     for (const auto& part : message.content) {
@@ -50,7 +50,7 @@ QwenVLInputs QwenVLChat::prepare(const std::vector<ChatMessage>& messages,
       } else if (part.kind == ContentPart::Kind::video) {
         DecodedVideo decoded = decode_video(part.source, sampling);
         videos.push_back(decoded.frames);
-        video_fps.push_back(decoded.sampled_fps());
+        video_times.push_back(frame_times_of(decoded));
       }
     }
 
@@ -60,15 +60,16 @@ QwenVLInputs QwenVLChat::prepare(const std::vector<ChatMessage>& messages,
     inputs.pixel_values = v.pixel_values;
     inputs.image_grid_thw = v.grid_thw;
   }
+  std::vector<std::vector<double>> video_timestamps;
   if (!videos.empty()) {
-    VideoInputs v = processor_.preprocess_videos(videos, video_fps);
+    VideoInputs v = processor_.preprocess_videos(videos, video_times);
     inputs.pixel_values_videos = v.pixel_values;
     inputs.video_grid_thw = v.grid_thw;
     inputs.second_per_grid_ts = v.second_per_grid_ts;
+    video_timestamps = v.timestamps;
   }
-  const std::string text = expand_vision_placeholders(
-      render(messages), inputs.image_grid_thw, inputs.video_grid_thw,
-      processor_.image_config().merge_size);
+  const std::string text =
+      processor_.expand_placeholders(render(messages), inputs.image_grid_thw, inputs.video_grid_thw, video_timestamps);
   const std::vector<int64_t> ids = tokenizer_.encode(text);
   inputs.input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
   return inputs;

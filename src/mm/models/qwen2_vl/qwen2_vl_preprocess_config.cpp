@@ -22,10 +22,23 @@ std::vector<double> read_channel_values(const JsonView& v, const std::string& ke
 
 }  // namespace
 
-Qwen2VLPreprocessConfig Qwen2VLPreprocessConfig::video_defaults() {
+Qwen2VLPreprocessConfig Qwen2VLPreprocessConfig::video_defaults(VideoProcessorKind kind) {
   Qwen2VLPreprocessConfig c;
-  c.min_pixels = 128 * 28 * 28;
-  c.max_pixels = 28 * 28 * 768;
+  c.video_kind = kind;
+  if (kind == VideoProcessorKind::qwen2_vl) {
+    c.min_pixels = 128 * 28 * 28;
+    c.max_pixels = 28 * 28 * 768;
+    return c;
+  }
+  // Qwen3VLVideoProcessor's class attributes.
+  c.min_pixels = 128 * 32 * 32;
+  c.max_pixels = 32 * 32 * 768;
+  c.patch_size = 16;
+  c.image_mean = {0.5, 0.5, 0.5};  // IMAGENET_STANDARD_MEAN / _STD
+  c.image_std = {0.5, 0.5, 0.5};
+  c.do_sample_frames = true;
+  c.fps = 2.0;
+  c.max_video_tokens = 768;
   return c;
 }
 
@@ -70,6 +83,8 @@ Qwen2VLPreprocessConfig Qwen2VLPreprocessConfig::parse(const nlohmann::json& jso
   c.max_frames = v.get_or<int64_t>("max_frames", c.max_frames);
   c.cap_pixels_per_frame = v.get_or<bool>("cap_pixels_per_frame", c.cap_pixels_per_frame);
   c.max_video_tokens = v.get_or<int64_t>("max_video_tokens", c.max_video_tokens);
+  // Qwen3VLVideoProcessor samples at its class fps unless told otherwise; a num_frames beside it
+  // is refused by validate() as the reference refuses it.
   c.validate(file);
   return c;
 }
@@ -101,8 +116,39 @@ VideoSampling Qwen2VLPreprocessConfig::video_sampling() const {
   s.min_frames = min_frames;
   s.max_frames = max_frames;
   s.temporal_patch_size = temporal_patch_size;
+  s.rule = video_kind == VideoProcessorKind::qwen3_vl ? FrameRule::qwen3_vl : FrameRule::qwen2_vl;
   return s;
 }
+
+namespace {
+
+// Which reference video processor AutoVideoProcessor picks for this directory: the one its video
+// config (or the image config it falls back to) names by video_processor_type; else the one its
+// image_processor_type names with "VideoProcessor" for "ImageProcessor", if that class exists
+// ("Qwen2VLImageProcessorFast" names none); else the one of config.json's model_type.
+// processor_class plays no part.
+VideoProcessorKind video_processor_kind(const std::optional<nlohmann::json>& video_json,
+                                        const std::filesystem::path& model_dir) {
+  auto named = [](const nlohmann::json& j, const char* key) -> std::string {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  };
+  if (video_json) {
+    const std::string type = named(*video_json, "video_processor_type");
+    if (!type.empty()) return type.rfind("Qwen3VLVideoProcessor", 0) == 0 ? VideoProcessorKind::qwen3_vl
+                                                                           : VideoProcessorKind::qwen2_vl;
+    const std::string image_type = named(*video_json, "image_processor_type");
+    if (image_type == "Qwen2VLImageProcessor") return VideoProcessorKind::qwen2_vl;
+    if (image_type == "Qwen3VLImageProcessor") return VideoProcessorKind::qwen3_vl;
+  }
+  const auto config = model_dir / "config.json";
+  if (std::filesystem::exists(config)) {
+    const std::string model_type = named(read_json_file(config), "model_type");
+    if (model_type.rfind("qwen3_vl", 0) == 0) return VideoProcessorKind::qwen3_vl;
+  }
+  return VideoProcessorKind::qwen2_vl;
+}
+
+}  // namespace
 
 Qwen2VLProcessor Qwen2VLProcessor::from_pretrained(const std::filesystem::path& model_dir) {
   const auto nested = model_dir / "processor_config.json";
@@ -111,25 +157,24 @@ Qwen2VLProcessor Qwen2VLProcessor::from_pretrained(const std::filesystem::path& 
   std::optional<nlohmann::json> processor;
   if (std::filesystem::exists(nested)) processor = read_json_file(nested);
 
-  auto load = [&](const char* key, const std::vector<std::filesystem::path>& files,
-                  const Qwen2VLPreprocessConfig& defaults) -> std::optional<Qwen2VLPreprocessConfig> {
-    if (processor && processor->is_object() && processor->contains(key)) {
-      return Qwen2VLPreprocessConfig::parse((*processor)[key], nested.string() + ": " + key,
-                                            defaults);
-    }
-    for (const auto& file : files) {
-      if (std::filesystem::exists(file)) {
-        return Qwen2VLPreprocessConfig::parse(read_json_file(file), file.string(), defaults);
-      }
-    }
+  // The JSON object a processor's config comes from, and the file to name in errors.
+  auto find = [&](const char* key, const std::vector<std::filesystem::path>& files)
+      -> std::optional<std::pair<nlohmann::json, std::string>> {
+    if (processor && processor->is_object() && processor->contains(key))
+      return std::pair{(*processor)[key], nested.string() + ": " + key};
+    for (const auto& file : files)
+      if (std::filesystem::exists(file)) return std::pair{read_json_file(file), file.string()};
     return std::nullopt;
   };
-  auto image = load("image_processor", {image_file}, Qwen2VLPreprocessConfig::image_defaults());
+  const auto image = find("image_processor", {image_file});
   MM_CHECK(image, model_dir.string(), ": has no preprocessor_config.json (nor an image_processor in ",
            "processor_config.json)");
-  auto video = load("video_processor", {video_file, image_file},
-                    Qwen2VLPreprocessConfig::video_defaults());
-  return Qwen2VLProcessor(*image, video ? *video : Qwen2VLPreprocessConfig::video_defaults());
+  const auto video = find("video_processor", {video_file, image_file});
+  const auto kind = video_processor_kind(video ? std::optional(video->first) : std::nullopt, model_dir);
+  const auto video_defaults = Qwen2VLPreprocessConfig::video_defaults(kind);
+  return Qwen2VLProcessor(
+      Qwen2VLPreprocessConfig::parse(image->first, image->second, Qwen2VLPreprocessConfig::image_defaults()),
+      video ? Qwen2VLPreprocessConfig::parse(video->first, video->second, video_defaults) : video_defaults);
 }
 
 }  // namespace mm

@@ -1,8 +1,9 @@
-// Qwen2-VL / Qwen2.5-VL image and video preprocessing, equal to what transformers 5.17 gives by
-// default: AutoImageProcessor -> Qwen2VLImageProcessor (torchvision backend) and
-// AutoVideoProcessor -> Qwen2VLVideoProcessor, as used by Qwen2_5_VLProcessor. Same ATen ops
-// in the same order and dtypes (uint8 antialiased bicubic resize, float32 fused
-// rescale+normalize), so outputs match the reference to float rounding.
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL image and video preprocessing, equal to what transformers 5.17
+// gives by default: AutoImageProcessor -> Qwen2VLImageProcessor (torchvision backend) and
+// AutoVideoProcessor -> Qwen2VLVideoProcessor (Qwen2_5_VLProcessor) or Qwen3VLVideoProcessor
+// (Qwen3VLProcessor: other frame sampling, a pixel budget over the whole clip, and per-frame
+// timestamps in the text). Same ATen ops in the same order and dtypes (uint8 antialiased bicubic
+// resize, float32 fused rescale+normalize), so outputs match the reference to float rounding.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -30,6 +31,24 @@ std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t 
 
 }  // namespace qwen2_vl
 
+namespace qwen3_vl {
+
+// Qwen3VLVideoProcessor's target (height, width) for `num_frames` frames of height x width:
+// multiples of `factor` whose t_bar * h * w (t_bar = num_frames rounded to temporal_factor) lies
+// within [min_pixels, max_pixels]; frames smaller than `factor` are first scaled up. Throws
+// mm::Error as the reference raises: fewer frames than temporal_factor, aspect ratio above 200.
+std::pair<int64_t, int64_t> smart_resize(int64_t num_frames, int64_t height, int64_t width, int64_t temporal_factor,
+                                         int64_t factor, int64_t min_pixels, int64_t max_pixels);
+
+// Qwen3VLProcessor._calculate_timestamps: the seconds of each temporal patch, the mean of its
+// first and last frame's index / fps, the indices padded to a multiple of temporal_patch_size
+// by repeating the last.
+std::vector<double> grid_timestamps(std::vector<int64_t> frame_indices, double fps, int64_t temporal_patch_size);
+
+}  // namespace qwen3_vl
+
+enum class VideoProcessorKind { qwen2_vl, qwen3_vl };
+
 // One preprocessor config (images or videos). Defaults are transformers 5.17's class defaults;
 // the video defaults differ in min/max_pixels (see video_defaults()).
 struct Qwen2VLPreprocessConfig {
@@ -55,9 +74,13 @@ struct Qwen2VLPreprocessConfig {
   int64_t max_frames = 768;
   bool cap_pixels_per_frame = false;
   int64_t max_video_tokens = 128000;
+  // Videos only: which reference video processor this config is for.
+  VideoProcessorKind video_kind = VideoProcessorKind::qwen2_vl;
 
   static Qwen2VLPreprocessConfig image_defaults() { return {}; }
-  static Qwen2VLPreprocessConfig video_defaults();
+  // The class defaults of the kind's video processor (Qwen3VLVideoProcessor samples 2 fps by
+  // default, with 16-pixel patches, a 0.5 mean and std and its own pixel budget).
+  static Qwen2VLPreprocessConfig video_defaults(VideoProcessorKind kind = VideoProcessorKind::qwen2_vl);
 
   // Reads a preprocessor_config.json / video_preprocessor_config.json object over `defaults`
   // the way the reference's __init__ does: size.{shortest_edge,longest_edge}, overridden by
@@ -78,7 +101,21 @@ struct VisionInputs {
 struct VideoInputs : VisionInputs {
   // [num_videos] seconds per temporal patch: temporal_patch_size / sampled fps.
   std::vector<double> second_per_grid_ts;
+  // Qwen3-VL: [num_videos][grid t] the seconds of each temporal patch, written before its frame
+  // in the text (empty for Qwen2-VL's processor).
+  std::vector<std::vector<double>> timestamps;
 };
+
+// Where the given frames of a video came from (transformers' VideoMetadata): the frame rate of
+// the frames given (Qwen2.5-VL's second_per_grid_ts), and the source's rate and each frame's
+// index in the source (Qwen3-VL's timestamps). Unknown, the reference assumes 24 fps and
+// indices 0, 1, 2, ...
+struct VideoFrameTimes {
+  double sampled_fps = 24.0;
+  double source_fps = 24.0;
+  std::vector<int64_t> frame_indices;  // empty: 0 .. T-1
+};
+VideoFrameTimes frame_times_of(const DecodedVideo& video);
 
 class Qwen2VLProcessor {
  public:
@@ -98,10 +135,20 @@ class Qwen2VLProcessor {
   VisionInputs preprocess_images(const std::vector<at::Tensor>& images) const;
 
   // videos: each uint8 [T, H, W, 3] RGB; T is padded to a multiple of temporal_patch_size by
-  // repeating the last frame. sampled_fps: per video, the frame rate of the given frames
-  // (DecodedVideo::sampled_fps()); empty means unknown, for which the reference assumes 24.
+  // repeating the last frame. times: per video where its frames came from (frame_times_of a
+  // DecodedVideo); empty means unknown, for which the reference assumes 24 fps.
   VideoInputs preprocess_videos(const std::vector<at::Tensor>& videos,
-                                const std::vector<double>& sampled_fps = {}) const;
+                                const std::vector<VideoFrameTimes>& times = {}) const;
+
+  // The text with each image / video placeholder replaced by its tokens, as this model's
+  // processor does: expand_vision_placeholders, or for Qwen3-VL's video processor
+  // expand_vision_placeholders_with_timestamps with `video_timestamps` (VideoInputs::timestamps
+  // of the videos in the text, in order).
+  std::string expand_placeholders(const std::string& text, const at::Tensor& image_grid_thw,
+                                  const at::Tensor& video_grid_thw,
+                                  const std::vector<std::vector<double>>& video_timestamps,
+                                  const std::string& image_token = "<|image_pad|>",
+                                  const std::string& video_token = "<|video_pad|>") const;
 
  private:
   Qwen2VLPreprocessConfig image_;
@@ -116,5 +163,15 @@ std::string expand_vision_placeholders(const std::string& text, const at::Tensor
                                        const at::Tensor& video_grid_thw, int64_t merge_size,
                                        const std::string& image_token = "<|image_pad|>",
                                        const std::string& video_token = "<|video_pad|>");
+
+// Qwen3VLProcessor's expansion: images as above; each video placeholder becomes, per temporal
+// patch k, "<{timestamps[k]:.1f} seconds>" + vision_start + frame tokens + vision_end (the
+// reference keeps the template's own vision_start/vision_end around the whole). Throws mm::Error
+// when the counts of placeholders, grids and timestamps differ.
+std::string expand_vision_placeholders_with_timestamps(
+    const std::string& text, const at::Tensor& image_grid_thw, const at::Tensor& video_grid_thw, int64_t merge_size,
+    const std::vector<std::vector<double>>& video_timestamps, const std::string& image_token = "<|image_pad|>",
+    const std::string& video_token = "<|video_pad|>", const std::string& vision_start = "<|vision_start|>",
+    const std::string& vision_end = "<|vision_end|>");
 
 }  // namespace mm
