@@ -1,13 +1,16 @@
-"""Oracle: the whole Qwen-VL (Qwen2.5-VL or Qwen2-VL) chat pipeline as a transformers user runs it.
+"""Oracle: the whole Qwen-VL (Qwen2.5-VL, Qwen2-VL or Qwen3-VL) chat pipeline as a transformers user
+runs it.
 
 Builds a Hugging Face model directory from parts the reference libraries make (the tokenizer the
-tokenizer oracle trained, the official Qwen2-VL chat template, the default Qwen2-VL image and
-video processors with small pixel budgets, a tiny random model of the family),
+tokenizer oracle trained, the official chat template of the family (Qwen2-VL's, or Qwen3-VL
+Instruct's), the family's image and video processors with small pixel budgets (for Qwen3-VL its
+16-pixel patches, 0.5 mean and std, and Qwen3VLVideoProcessor), a tiny random model of the family),
 writes images and a video as files, and records for several conversations what
 AutoProcessor + generate produce: the rendered prompt, input ids, pixel values, grids, and the
 greedy answer.
 
-Run by qwen2_5_vl_pipeline.py and qwen2_vl_pipeline.py (OUT_DIR [TOKENIZER_DIR]): main(family, argv).
+Run by qwen2_5_vl_pipeline.py, qwen2_vl_pipeline.py and qwen3_vl_pipeline.py (OUT_DIR [TOKENIZER_DIR]):
+main(family, argv).
 TOKENIZER_DIR defaults to OUT_DIR/../tokenizer_corpus (the tokenizer oracle's output).
 """
 import json, os, shutil, subprocess, sys
@@ -19,13 +22,16 @@ from safetensors.torch import save_file
 from transformers import (AutoProcessor, AutoTokenizer, Qwen2_5_VLConfig,
                           Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLConfig,
                           Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor, Qwen2VLProcessor,
-                          Qwen2VLVideoProcessor)
+                          Qwen2VLVideoProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor,
+                          Qwen3VLVideoProcessor)
 from transformers.video_utils import VideoMetadata
 
 from qwen2_vl_chat_template import QWEN2_VL_CHAT_TEMPLATE
+from qwen3_vl_chat_template import QWEN3_VL_INSTRUCT_TEMPLATE
 
 FAMILIES = {"qwen2_5_vl": (Qwen2_5_VLProcessor, Qwen2_5_VLForConditionalGeneration),
-            "qwen2_vl": (Qwen2VLProcessor, Qwen2VLForConditionalGeneration)}
+            "qwen2_vl": (Qwen2VLProcessor, Qwen2VLForConditionalGeneration),
+            "qwen3_vl": (Qwen3VLProcessor, Qwen3VLForConditionalGeneration)}
 
 
 def main(family, argv):
@@ -41,12 +47,22 @@ def main(family, argv):
 
     # --- the model directory -------------------------------------------------------------------
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 20)
-    video_processor = Qwen2VLVideoProcessor(min_pixels=28 * 28 * 2, max_pixels=28 * 28 * 8)
+    if family == "qwen3_vl":
+        half = [0.5, 0.5, 0.5]
+        image_processor = Qwen2VLImageProcessor(size={"shortest_edge": 32 * 32 * 4, "longest_edge": 32 * 32 * 20},
+                                                patch_size=16, image_mean=half, image_std=half)
+        # The whole clip's budget: 4 sampled frames of up to 32 * 32 * 6 pixels each.
+        video_processor = Qwen3VLVideoProcessor(size={"shortest_edge": 32 * 32 * 4, "longest_edge": 32 * 32 * 24})
+        template = QWEN3_VL_INSTRUCT_TEMPLATE
+    else:
+        image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 20)
+        video_processor = Qwen2VLVideoProcessor(min_pixels=28 * 28 * 2, max_pixels=28 * 28 * 8)
+        template = QWEN2_VL_CHAT_TEMPLATE
     processor_class(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
-                    chat_template=QWEN2_VL_CHAT_TEMPLATE).save_pretrained(model_dir)
+                    chat_template=template).save_pretrained(model_dir)
     processor = AutoProcessor.from_pretrained(model_dir)  # what a user loads
     assert type(processor.image_processor).__name__ == "Qwen2VLImageProcessor", type(processor.image_processor)
+    assert type(processor.video_processor).__name__ == type(video_processor).__name__, type(processor.video_processor)
 
     ids = tokenizer.convert_tokens_to_ids
     text_config = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -55,7 +71,15 @@ def main(family, argv):
                      eos_token_id=ids("<|im_end|>"), bos_token_id=ids("<|endoftext|>"))
     token_ids = dict(image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
                      vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
-    if family == "qwen2_vl":
+    if family == "qwen3_vl":
+        config = Qwen3VLConfig(text_config=dict(text_config, head_dim=24, rope_parameters={
+                                   "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 4, 4],
+                                   "mrope_interleaved": True}),
+                               vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2,
+                                                  out_hidden_size=64, patch_size=16, num_position_embeddings=16,
+                                                  deepstack_visual_indexes=[0, 1]),
+                               tie_word_embeddings=False, **token_ids)
+    elif family == "qwen2_vl":
         config = Qwen2VLConfig(text_config=text_config, vision_config=dict(depth=2, embed_dim=32, hidden_size=64,
                                                                            mlp_ratio=2, num_heads=2, patch_size=14),
                                tie_word_embeddings=False, **token_ids)
@@ -138,6 +162,7 @@ def main(family, argv):
             "messages": messages, "prompt": prompt, "input_ids": inputs["input_ids"][0].tolist(),
             "new_ids": new_ids, "answer": tokenizer.decode(new_ids, skip_special_tokens=True),
             "second_per_grid_ts": [float(x) for x in inputs.get("second_per_grid_ts", [])],
+            "expanded": tokenizer.decode(inputs["input_ids"][0]),
         }
         for key in ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw"):
             if key in inputs:

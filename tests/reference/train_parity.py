@@ -1,12 +1,13 @@
-"""Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL and
-Qwen2-VL (the same data, settings and decoder; each family's own vision tower).
+"""Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL,
+Qwen2-VL and Qwen3-VL (the same data and settings; each family's own vision tower, and for
+Qwen3-VL its Qwen3 decoder with DeepStack).
 
 What transformers' Trainer does for a step, written out: AdamW (torch.optim, fp32) with the
 Trainer's decay / no-decay parameter split, a cosine schedule with warmup, gradient
 accumulation over 2 micro-batches whose summed token cross-entropy is divided by the step's
 target count (Trainer's num_items_in_batch), and global-norm clipping.
 
-Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl for Qwen2-VL:
+Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl and <out>/qwen3_vl:
   model/               the initial weights (save_pretrained) and config
   samples.safetensors  per sample k: k.input_ids [len], k.targets [len] (already shifted, -100 =
                        ignored), k.pixel_values, k.image_grid_thw
@@ -21,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
-                          Qwen2VLForConditionalGeneration, Trainer)
+                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration, Trainer)
 from transformers.optimization import get_cosine_schedule_with_warmup
 
 torch.set_num_threads(1)
@@ -30,32 +31,42 @@ TEXT_CONFIG = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hid
                      num_key_value_heads=2, rms_norm_eps=1e-6, initializer_range=0.05, bos_token_id=1,
                      eos_token_id=2, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
                                                           mrope_section=[2, 3, 3]))
+# Qwen3-VL: 16-pixel patches, a position table smaller than some grids, DeepStack into both
+# decoder layers, a head_dim of its own and interleaved M-RoPE.
+QWEN3_TEXT_CONFIG = dict(TEXT_CONFIG, head_dim=24, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
+                                                                       mrope_section=[4, 4, 4], mrope_interleaved=True))
 FAMILIES = {
     "qwen2_5_vl": (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
                    dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
-                        window_size=56, fullatt_block_indexes=[1], tokens_per_second=4, initializer_range=0.05)),
+                        window_size=56, fullatt_block_indexes=[1], tokens_per_second=4, initializer_range=0.05),
+                   TEXT_CONFIG),
     "qwen2_vl": (Qwen2VLConfig, Qwen2VLForConditionalGeneration,
                  dict(depth=2, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, patch_size=14,
-                      initializer_range=0.05)),
+                      initializer_range=0.05),
+                 TEXT_CONFIG),
+    "qwen3_vl": (Qwen3VLConfig, Qwen3VLForConditionalGeneration,
+                 dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=16,
+                      num_position_embeddings=16, deepstack_visual_indexes=[0, 2], initializer_range=0.05),
+                 QWEN3_TEXT_CONFIG),
 }
-ROW = 3 * 2 * 14 * 14
 
 
 def run(family, out):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(7)
-    config_class, model_class, vision_config = FAMILIES[family]
-    cfg = config_class(vision_config=vision_config, text_config=TEXT_CONFIG, image_token_id=IMAGE,
+    config_class, model_class, vision_config, text_config = FAMILIES[family]
+    cfg = config_class(vision_config=vision_config, text_config=text_config, image_token_id=IMAGE,
                        video_token_id=VIDEO, vision_start_token_id=VSTART, vision_end_token_id=VEND,
                        tie_word_embeddings=False)
     model = model_class(cfg)
     model.save_pretrained(os.path.join(out, "model"))
     gen = torch.Generator().manual_seed(11)
-    samples = [sample(gen, 2 + k % 5, GRIDS[k % 4], 3 + k % 3, 2 + k % 4) for k in range(20)]
+    row = 3 * 2 * vision_config["patch_size"] ** 2
+    samples = [sample(gen, 2 + k % 5, GRIDS[k % 4], 3 + k % 3, 2 + k % 4, row) for k in range(20)]
     train(model, samples, out)
 
 
-def sample(gen, text_before, grid, text_after, answer):
+def sample(gen, text_before, grid, text_after, answer, row):
     """<bos> text <vs> pads <ve> text | answer: only the answer tokens are targets."""
     n = grid[0] * grid[1] * grid[2] // 4
     rand = lambda k: torch.randint(3, 280, (k,), generator=gen).tolist()
@@ -64,7 +75,7 @@ def sample(gen, text_before, grid, text_after, answer):
     targets = [-100] * len(ids)
     for p in range(len(prompt) - 1, len(ids) - 1):  # position p predicts token p + 1
         targets[p] = ids[p + 1]
-    pixels = torch.randn(grid[0] * grid[1] * grid[2], ROW, generator=gen)
+    pixels = torch.randn(grid[0] * grid[1] * grid[2], row, generator=gen)
     return {"input_ids": torch.tensor(ids), "targets": torch.tensor(targets), "pixel_values": pixels,
             "image_grid_thw": torch.tensor([grid])}
 
@@ -137,3 +148,4 @@ def train(model, samples, out):
 
 run("qwen2_5_vl", sys.argv[1])
 run("qwen2_vl", os.path.join(sys.argv[1], "qwen2_vl"))
+run("qwen3_vl", os.path.join(sys.argv[1], "qwen3_vl"))

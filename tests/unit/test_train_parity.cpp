@@ -8,6 +8,7 @@
 #include "mm/core/json_config.h"
 #include "mm/nn/weights.h"
 #include "mm/models/qwen_vl/qwen_vl_model.h"
+#include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
@@ -28,7 +29,7 @@ struct Reference {
   torch::Tensor losses, grad_norms, lrs;
 };
 
-// The oracle's output for a family: Qwen2.5-VL at its top level, Qwen2-VL under qwen2_vl/.
+// The oracle's output for a family: Qwen2.5-VL at its top level, the others under <family>/.
 std::filesystem::path reference_dir(const std::string& family) {
   return family == "qwen2_5_vl" ? golden_dir("train_parity") : golden_dir("train_parity") / family;
 }
@@ -138,9 +139,11 @@ void expect_matches_reference(const std::string& family, const RunResult& run, d
   for (auto& [name, t] : named_weights(*run.model)) ours[name] = t;
   double worst = 0;
   std::string worst_name;
-  for (const auto& name : final_weights.names()) {
-    ASSERT_TRUE(ours.count(name)) << name;
-    const double d = max_abs_diff(ours[name].detach(), final_weights.tensor(name));
+  for (const auto& checkpoint_name : final_weights.names()) {
+    // Qwen3-VL's save_pretrained writes the module-tree names (model.language_model.*).
+    const std::string name = qwen_vl_module_name(checkpoint_name, false);
+    ASSERT_TRUE(ours.count(name)) << checkpoint_name;
+    const double d = max_abs_diff(ours[name].detach(), final_weights.tensor(checkpoint_name));
     if (d > worst) worst = d, worst_name = name;
   }
   EXPECT_LT(worst, tolerance) << "largest final-weight difference in " << worst_name;
@@ -171,7 +174,7 @@ TEST_P(TrainParity, RecomputationGivesTheSameTraining) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TrainParity, ::testing::Values("qwen2_5_vl", "qwen2_vl"));
+INSTANTIATE_TEST_SUITE_P(Families, TrainParity, ::testing::Values("qwen2_5_vl", "qwen2_vl", "qwen3_vl"));
 
 }  // namespace
 }  // namespace mm

@@ -154,6 +154,7 @@ std::string ModelSpec::commands() const {
 
 const std::vector<ModelSpec>& model_registry() {
   static const std::vector<ModelSpec> registry = {qwen_vl("qwen2_5_vl", "Qwen2.5-VL"), qwen_vl("qwen2_vl", "Qwen2-VL"),
+                                                  qwen_vl("qwen3_vl", "Qwen3-VL"),
                                                   wan_text_to_video(), wan_image_to_video()};
   return registry;
 }
