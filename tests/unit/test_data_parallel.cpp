@@ -10,6 +10,7 @@
 
 #include "mm/core/safetensors.h"
 #include "testing.h"
+#include "tiny_model_dirs.h"
 
 namespace mm {
 namespace {
@@ -27,10 +28,11 @@ const fs::path& shapes_data() {
   return dir;
 }
 
-fs::path write_config(const fs::path& dir) {
+fs::path write_config(const fs::path& dir,
+                      const fs::path& model = testing::kSourceDir / "examples/qwen2.5vl/tiny-shapes") {
   fs::create_directories(dir);
   const auto path = dir / "run.yaml";
-  std::ofstream(path) << "model:\n  path: " << (testing::kSourceDir / "examples/qwen2.5vl/tiny-shapes").string()
+  std::ofstream(path) << "model:\n  path: " << model.string()
                       << "\n  from_scratch: true\n  init_seed: 5\n"
                       << "data:\n  train: " << (shapes_data() / "train.jsonl").string()
                       << "\n  max_seq_len: 256\n  num_workers: 1\n"
@@ -50,10 +52,11 @@ struct RunResult {
 
 // `mmtrain train` on `ranks` processes (1: no launcher) with `settings` as --set overrides; the
 // micro-batch makes the global batch kGlobalBatch.
-RunResult train(const std::string& name, int ranks, const std::string& settings = "", const std::string& env = "") {
+RunResult train(const std::string& name, int ranks, const std::string& settings = "", const std::string& env = "",
+               const fs::path& model = testing::kSourceDir / "examples/qwen2.5vl/tiny-shapes") {
   RunResult run;
   run.dir = testing::temp_dir("dp_" + name);
-  const std::string args = "train " + write_config(run.dir).string() +
+  const std::string args = "train " + write_config(run.dir, model).string() +
                            " --set train.micro_batch_size=" + std::to_string(kGlobalBatch / kGradAccum / ranks) +
                            " " + settings;
   // Fault variables need the harness binary (the product reads none).
@@ -99,14 +102,14 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // Same 10 losses (1e-5 relative) and same final weights as one process (2e-5 relative).
-void expect_equal_to_single_process(const RunResult& run) {
-  ASSERT_EQ(reference().status, 0) << reference().output;
+void expect_equal_to_single_process(const RunResult& run, const RunResult& single = reference()) {
+  ASSERT_EQ(single.status, 0) << single.output;
   ASSERT_EQ(run.status, 0) << run.output;
-  const auto expected = losses_of(reference()), got = losses_of(run);
+  const auto expected = losses_of(single), got = losses_of(run);
   ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
   for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
-  const auto a = Checkpoint::open(reference().dir / "run" / "final");
+  const auto a = Checkpoint::open(single.dir / "run" / "final");
   const auto b = Checkpoint::open(run.dir / "run" / "final");
   ASSERT_EQ(a.names(), b.names());
   double worst = 0;
@@ -124,6 +127,14 @@ TEST(DataParallel, TwoReplicasEqualOneProcess) {
 
 TEST(DataParallel, FsdpOverTwoRanksEqualsOneProcess) {
   expect_equal_to_single_process(train("fsdp2", 2, "--set parallel.dp_shard=2"));
+}
+
+// Qwen3-VL (DeepStack mergers and the position table outside the vision blocks, q/k norms in the
+// decoder layers) shards by the same plan.
+TEST(DataParallel, Qwen3VLFsdpOverTwoRanksEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_vl_dir(testing::temp_dir("dp_qwen3_vl_model"));
+  const auto single = train("qwen3_vl_single", 1, "", "", model);
+  expect_equal_to_single_process(train("qwen3_vl_fsdp2", 2, "--set parallel.dp_shard=2", "", model), single);
 }
 
 TEST(DataParallel, FsdpOverFourRanksEqualsOneProcess) {

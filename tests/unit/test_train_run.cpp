@@ -1,8 +1,8 @@
 // `mmtrain train` end to end on the synthetic shapes data with the tiny from-scratch template:
 // resume after a kill is bit-identical, broken samples are skipped and counted (or fatal with
 // on_error: fail), metrics and TensorBoard files hold the steps, and exports (plain and LoRA
-// merged) load in transformers with logits equal to the trained model's; a Qwen2-VL directory trains
-// through the same command and exports a model transformers loads.
+// merged) load in transformers with logits equal to the trained model's; Qwen2-VL and Qwen3-VL
+// directories train through the same command and export models transformers loads.
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -13,6 +13,7 @@
 #include "mm/tasks/qwen_vl_checkpoint.h"
 #include "mm/train/train_config.h"
 #include "test_files.h"
+#include "tiny_model_dirs.h"
 #include "testing.h"
 
 namespace mm {
@@ -284,6 +285,23 @@ TEST(TrainRun, Qwen2VLTrainsThroughTheSameCommandAndExports) {
   expect_export_matches(dir / "run", dir);
 }
 
+TEST(TrainRun, Qwen3VLTrainsThroughTheSameCommandAndExports) {
+  const auto dir = testing::temp_dir("train_qwen3_vl");
+  const auto model = testing::tiny_qwen3_vl_dir(dir / "model");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), "", 4, model).string());
+  ASSERT_EQ(status, 0) << out;
+  const auto checkpoint = resolve_training_checkpoint(dir / "run");
+  EXPECT_EQ(read_json_file(checkpoint / "config.json")["model_type"], "qwen3_vl");
+  const auto weights = Checkpoint::open(checkpoint / "model.safetensors");
+  EXPECT_TRUE(weights.contains("visual.deepstack_merger_list.1.linear_fc2.weight"));
+  EXPECT_TRUE(weights.contains("model.layers.1.self_attn.k_norm.weight"));
+  const auto losses = losses_of(dir / "run");
+  ASSERT_EQ(losses.size(), 4u);
+  for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
+  expect_export_matches(dir / "run", dir);
+}
+
 TEST(TrainRun, ConfigErrorsNameTheKey) {
   const auto dir = testing::temp_dir("train_badcfg");
   const auto config = write_config(dir, (shapes_data() / "train.jsonl").string(), "", 2).string();
@@ -325,14 +343,15 @@ TEST(TrainRun, ChatTemplateKwargsAreAMappingOfValues) {
 // The ready configs under examples/ use only known keys and valid values.
 TEST(TrainRun, ExampleConfigsParse) {
   int parsed = 0;
-  for (const auto& entry : fs::directory_iterator(kSourceDir / "examples" / "qwen2.5vl")) {
-    if (entry.path().extension() != ".yaml") continue;
-    SCOPED_TRACE(entry.path().string());
-    const auto config = parse_train_config(load_run_config(entry.path(), {}), entry.path().string());
-    EXPECT_FALSE(config.data.train.empty());
-    ++parsed;
-  }
-  EXPECT_GE(parsed, 3);
+  for (const std::string family : {"qwen2.5vl", "qwen3vl"})
+    for (const auto& entry : fs::directory_iterator(kSourceDir / "examples" / family)) {
+      if (entry.path().extension() != ".yaml") continue;
+      SCOPED_TRACE(entry.path().string());
+      const auto config = parse_train_config(load_run_config(entry.path(), {}), entry.path().string());
+      EXPECT_FALSE(config.data.train.empty());
+      ++parsed;
+    }
+  EXPECT_GE(parsed, 5);
 }
 
 }  // namespace

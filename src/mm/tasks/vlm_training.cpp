@@ -56,7 +56,9 @@ BuiltModel build_model(const TrainConfig& config, const parallel::DeviceMesh& me
 void apply_freezing(QwenVLForConditionalGeneration& model, const TrainConfig::Freeze& freeze) {
   for (auto& p : model->named_parameters()) {
     const auto& name = p.key();
-    const bool projector = name.rfind("visual.merger.", 0) == 0;
+    // The projector: the merger into the text width, and Qwen3-VL's DeepStack mergers beside it.
+    const bool projector =
+        name.rfind("visual.merger.", 0) == 0 || name.rfind("visual.deepstack_merger_list.", 0) == 0;
     const bool vision = name.rfind("visual.", 0) == 0 && !projector;
     const bool language = !projector && !vision;
     if ((vision && freeze.vision_tower) || (projector && freeze.projector) || (language && freeze.language_model))

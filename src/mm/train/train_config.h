@@ -67,7 +67,7 @@ struct TrainConfig {
 
   struct Freeze {
     bool vision_tower = false;  // visual.* except the merger
-    bool projector = false;     // visual.merger.*
+    bool projector = false;     // visual.merger.* (and visual.deepstack_merger_list.*)
     bool language_model = false;  // model.* and lm_head.*
   } freeze;
 

@@ -1,0 +1,52 @@
+// Model directories for the CLI tests, derived from the tiny shapes template.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "mm/core/json_config.h"
+#include "testing.h"
+
+namespace mm::testing {
+
+// examples/qwen2.5vl/tiny-shapes as a Qwen3-VL directory in `dir`: a Qwen3-VL vision tower
+// (16-pixel patches, a learned position table, DeepStack into both decoder layers) and the Qwen3 decoder (q/k norms, head_dim 32
+// with interleaved M-RoPE); the image processor takes 16-pixel patches, the video processor is
+// Qwen3VLVideoProcessor; tokenizer and chat template unchanged.
+inline std::filesystem::path tiny_qwen3_vl_dir(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(kTemplate))
+    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  auto config = read_json_file(kTemplate / "config.json");
+  config["model_type"] = "qwen3_vl";
+  config["architectures"] = {"Qwen3VLForConditionalGeneration"};
+  auto& text = config["text_config"];
+  text["model_type"] = "qwen3_vl_text";
+  text["head_dim"] = 32;
+  text["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"mrope_section", {6, 5, 5}},
+                             {"mrope_interleaved", true}};
+  for (const char* key : {"layer_types", "max_window_layers", "sliding_window", "use_sliding_window"}) text.erase(key);
+  config["vision_config"] = {{"model_type", "qwen3_vl_vision"}, {"depth", 2}, {"hidden_size", 64},
+                             {"intermediate_size", 128}, {"num_heads", 4}, {"out_hidden_size", text["hidden_size"]},
+                             {"patch_size", 16}, {"spatial_merge_size", 2}, {"temporal_patch_size", 2},
+                             {"num_position_embeddings", 16}, {"deepstack_visual_indexes", {0, 1}},
+                             {"hidden_act", "gelu_pytorch_tanh"}, {"initializer_range", 0.02}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  auto image = read_json_file(kTemplate / "preprocessor_config.json");
+  image["patch_size"] = 16;
+  image["size"] = {{"shortest_edge", 32 * 32 * 4}, {"longest_edge", 32 * 32 * 16}};
+  std::ofstream(dir / "preprocessor_config.json") << image.dump(2);
+  auto video = image;
+  video.erase("image_processor_type");
+  video["video_processor_type"] = "Qwen3VLVideoProcessor";
+  std::ofstream(dir / "video_preprocessor_config.json") << video.dump(2);
+  auto tokenizer_config = read_json_file(kTemplate / "tokenizer_config.json");
+  tokenizer_config["processor_class"] = "Qwen3VLProcessor";
+  std::ofstream(dir / "tokenizer_config.json") << tokenizer_config.dump(2);
+  return dir;
+}
+
+}  // namespace mm::testing
