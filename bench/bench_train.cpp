@@ -1,12 +1,12 @@
 // Training-step throughput and memory: forward + backward + clipping + fused AdamW on the
-// benchmark's small Qwen2.5-VL, for micro-batches of image conversations. The reference side,
+// benchmark's small Qwen2.5-VL (or its Qwen3-VL sibling), for micro-batches of image conversations. The reference side,
 // tests/reference/bench_train.py, runs the same shapes through a plain PyTorch loop over
 // transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD] -> one JSON line on
 // stdout. Started as several ranks (mmtrain launch --program bench_train -- ...), every rank
 // trains BATCH samples of its own per step under data parallelism (DP_SHARD 1: replicated, 0:
 // sharded over all ranks); rank 0 prints tokens/s over all ranks and the step time split into
 // waiting on collectives and the rest (computation, with the communication it overlaps).
-// Sample k: <bos> + 20 + k % 7 text tokens, a 224x224 image (64 merged tokens), 30 + k % 5
+// Sample k: <bos> + 20 + k % 7 text tokens, a 16 x 16-patch image (64 merged tokens), 30 + k % 5
 // prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch.
 #include <torch/torch.h>
 
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <variant>
 
 #include "mm/parallel/device_mesh.h"
 #include "mm/parallel/fully_shard.h"
@@ -47,7 +48,8 @@ mm::TrainSample make_sample(const mm::QwenVLConfig& config, int64_t k) {
   s.targets = torch::full_like(s.input_ids, -100);
   for (int64_t p = prompt - 1; p + 1 < s.input_ids.size(0); ++p) s.targets[p] = s.input_ids[p + 1];
   s.image_grid_thw = torch::tensor({int64_t{1}, grid_h, grid_w}, torch::kInt64).view({1, 3});
-  s.pixel_values = torch::randn({grid_h * grid_w, 3 * 2 * 14 * 14});
+  const int64_t patch = std::visit([](const auto& v) { return v.patch_size; }, config.vision);
+  s.pixel_values = torch::randn({grid_h * grid_w, 3 * 2 * patch * patch});
   mm::QwenVLInputs inputs;
   inputs.input_ids = s.input_ids.unsqueeze(0);
   inputs.image_grid_thw = s.image_grid_thw;

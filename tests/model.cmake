@@ -14,3 +14,6 @@ mm_test(test_qwen3_text ORACLES qwen3_text)
 # frames apart: positions, logits, greedy tokens, bf16 and the export against transformers.
 mm_oracle(qwen3_vl_model)
 mm_test(test_qwen3_vl_model ORACLES qwen3_vl_model)
+# Qwen3-VL-MoE: sparse decoder layers, experts fused in the checkpoints (both layouts).
+mm_oracle(qwen3_vl_moe_model)
+mm_test(test_qwen3_vl_moe_model ORACLES qwen3_vl_moe_model)

@@ -1,5 +1,5 @@
 """Reference side of the training-step benchmark: a plain PyTorch loop over transformers'
-Qwen2.5-VL (forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
+Qwen2.5-VL or Qwen3-VL (the model directory's model_type picks the class; forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
 Trainer's default adamw_torch_fused) with the same shapes as bench/bench_train.cpp.
 Usage: bench_train.py MODEL_DIR THREADS STEPS BATCH -> one JSON line. Under torchrun every rank
 trains BATCH samples of its own per step with torch's FSDP2 (fully_shard on each ViT block and
@@ -9,7 +9,7 @@ import json, os, resource, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
-from transformers import Qwen2_5_VLForConditionalGeneration
+from transformers import Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration
 
 
 def peak_rss_mb():
@@ -19,7 +19,10 @@ def peak_rss_mb():
 model_dir, threads, steps, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(threads)
 rss_before_model = peak_rss_mb()
-model = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32)
+with open(os.path.join(model_dir, "config.json")) as f:
+    model_type = json.load(f)["model_type"]
+model_class = {"qwen2_5_vl": Qwen2_5_VLForConditionalGeneration, "qwen3_vl": Qwen3VLForConditionalGeneration}[model_type]
+model = model_class.from_pretrained(model_dir, dtype=torch.float32)
 model.train()
 cfg = model.config
 world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -46,7 +49,7 @@ for k in range(rank * batch, (rank + 1) * batch):
     targets = [-100] * len(ids)
     for p in range(prompt - 1, len(ids) - 1):
         targets[p] = ids[p + 1]
-    samples.append((ids, targets, torch.randn(256, 3 * 2 * 14 * 14)))
+    samples.append((ids, targets, torch.randn(256, 3 * 2 * cfg.vision_config.patch_size ** 2)))
 width = max(len(s[0]) for s in samples)
 input_ids = torch.zeros(batch, width, dtype=torch.long)
 mask = torch.zeros(batch, width, dtype=torch.long)

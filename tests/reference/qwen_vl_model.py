@@ -1,6 +1,6 @@
-"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL, Qwen2-VL or Qwen3-VL) from transformers, their
-logits and greedy generations. Run by qwen2_5_vl_model.py, qwen2_vl_model.py and
-qwen3_vl_model.py: main(family, out).
+"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL, Qwen2-VL, Qwen3-VL or Qwen3-VL-MoE) from
+transformers, their logits and greedy generations. Run by qwen2_5_vl_model.py, qwen2_vl_model.py,
+qwen3_vl_model.py and qwen3_vl_moe_model.py: main(family, out).
 
 Writes into <out>:
   A/          config A (GQA 4:2, untied lm_head) via save_pretrained (published weight names)
@@ -28,7 +28,8 @@ import copy, json, os
 import torch
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
-                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration)
+                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
+                          Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration)
 
 NEW_TOKENS = 32
 
@@ -90,9 +91,23 @@ QWEN3_VL_CONFIGS = {
         tie=True, seed=9753),
 }
 
+# Qwen3-VL-MoE: Qwen3-VL's tower and decoder with sparse MoE layers (a router over 4 or 6 experts,
+# top 2; config A keeps layer 1 dense); its checkpoints hold each layer's experts fused (sizes with
+# hidden != 2 * moe_intermediate_size, so that the fused layouts are told apart by shape).
+QWEN3_VL_MOE_CONFIGS = {
+    "A": dict(QWEN3_VL_CONFIGS["A"],
+              text=dict(QWEN3_VL_CONFIGS["A"]["text"], num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+                        mlp_only_layers=[1]),
+              seed=2468),
+    "B": dict(QWEN3_VL_CONFIGS["B"],
+              text=dict(QWEN3_VL_CONFIGS["B"]["text"], num_experts=6, num_experts_per_tok=2, moe_intermediate_size=40),
+              seed=8642),
+}
+
 FAMILIES = {"qwen2_5_vl": (QWEN2_5_VL_CONFIGS, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration),
             "qwen2_vl": (QWEN2_VL_CONFIGS, Qwen2VLConfig, Qwen2VLForConditionalGeneration),
-            "qwen3_vl": (QWEN3_VL_CONFIGS, Qwen3VLConfig, Qwen3VLForConditionalGeneration)}
+            "qwen3_vl": (QWEN3_VL_CONFIGS, Qwen3VLConfig, Qwen3VLForConditionalGeneration),
+            "qwen3_vl_moe": (QWEN3_VL_MOE_CONFIGS, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration)}
 
 
 def build(family, spec):
@@ -194,7 +209,7 @@ def greedy(model, kw, eos=None):
 
 
 def cases_for(family, spec):
-    return make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1), frames_apart=family == "qwen3_vl")
+    return make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1), frames_apart=family.startswith("qwen3_vl"))
 
 
 def record(family, name, spec, model):
@@ -277,7 +292,7 @@ def main(family, out):
             state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
             assert any(k.startswith("model.language_model.") for k in state)
             save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-            published = published_qwen3_vl_config(model) if family == "qwen3_vl" else flat_published_config(model)
+            published = published_qwen3_vl_config(model) if family.startswith("qwen3_vl") else flat_published_config(model)
             with open(os.path.join(directory, "config.json"), "w") as f:
                 json.dump(published, f, indent=2)
             reloaded = model_class.from_pretrained(directory).eval()

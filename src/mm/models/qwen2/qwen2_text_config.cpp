@@ -111,6 +111,14 @@ nlohmann::json Qwen2TextConfig::to_json(const std::string& model_type) const {
   if (explicit_head_dim > 0) out["head_dim"] = explicit_head_dim;
   if (qk_norm) out["attention_bias"] = attention_bias;
   if (pad_token_id >= 0) out["pad_token_id"] = pad_token_id;
+  if (moe.num_experts > 0) {
+    out["num_experts"] = moe.num_experts;
+    out["num_experts_per_tok"] = moe.num_experts_per_tok;
+    out["moe_intermediate_size"] = moe.moe_intermediate_size;
+    out["decoder_sparse_step"] = moe.decoder_sparse_step;
+    out["mlp_only_layers"] = moe.mlp_only_layers;
+    out["router_aux_loss_coef"] = moe.router_aux_loss_coef;
+  }
   return out;
 }
 

@@ -17,10 +17,24 @@ struct overloaded : F... {
   using F::operator()...;
 };
 
-// Qwen3VLTextConfig's options beyond the Qwen2 fields, with its defaults.
-void read_qwen3_text_options(const JsonView& root, Qwen2TextConfig& text) {
+// Qwen3VLTextConfig's (or Qwen3VLMoeTextConfig's) options beyond the Qwen2 fields, with its
+// defaults.
+void read_qwen3_text_options(const JsonView& root, Qwen2TextConfig& text, bool moe) {
   const JsonView t = root.has("text_config") ? root.child("text_config") : root;
-  text.explicit_head_dim = t.get_or<int64_t>("head_dim", 128);
+  // Qwen3VLTextConfig's head_dim defaults to 128; Qwen3VLMoeTextConfig's to hidden / heads.
+  text.explicit_head_dim = t.get_or<int64_t>("head_dim", moe ? 0 : 128);
+  if (moe) {
+    // The hub's configs say num_experts; transformers 5.17's save_pretrained num_local_experts.
+    text.moe.num_experts = t.get_or<int64_t>(t.has("num_experts") ? "num_experts" : "num_local_experts", 60);
+    text.moe.num_experts_per_tok = t.get_or<int64_t>("num_experts_per_tok", 4);
+    text.moe.moe_intermediate_size = t.get_or<int64_t>("moe_intermediate_size", 1408);
+    text.moe.decoder_sparse_step = t.get_or<int64_t>("decoder_sparse_step", 1);
+    text.moe.mlp_only_layers = t.get_or<std::vector<int64_t>>("mlp_only_layers", {});
+    text.moe.router_aux_loss_coef = t.get_or<double>("router_aux_loss_coef", 0.001);
+    // Qwen3VLMoeTextTopKRouter always renormalises the chosen probabilities.
+    text.moe.norm_topk_prob = true;
+    MM_CHECK(text.moe.num_experts > 0, t.where("num_experts"), ": must be positive, got ", text.moe.num_experts);
+  }
   text.qk_norm = true;
   text.attention_bias = t.get_or<bool>("attention_bias", false);
   text.o_proj_bias = text.attention_bias;
@@ -34,7 +48,7 @@ void read_qwen3_text_options(const JsonView& root, Qwen2TextConfig& text) {
 std::string QwenVLConfig::model_type() const {
   return std::visit(overloaded{[](const Qwen2_5_VLVisionConfig&) { return "qwen2_5_vl"; },
                                [](const Qwen2VLVisionConfig&) { return "qwen2_vl"; },
-                               [](const Qwen3VLVisionConfig&) { return "qwen3_vl"; }},
+                               [&](const Qwen3VLVisionConfig&) { return text.moe.num_experts > 0 ? "qwen3_vl_moe" : "qwen3_vl"; }},
                     vision);
 }
 
@@ -91,10 +105,11 @@ QwenVLConfig QwenVLConfig::from_json(const nlohmann::json& json, const std::stri
   const auto& vision_json = root.child("vision_config").raw();
   if (model_type == "qwen2_5_vl") c.vision = Qwen2_5_VLVisionConfig::from_json(vision_json, file);
   else if (model_type == "qwen2_vl") c.vision = Qwen2VLVisionConfig::from_json(vision_json, file);
-  else if (model_type == "qwen3_vl") c.vision = Qwen3VLVisionConfig::from_json(vision_json, file);
-  else fail(file, ": model_type is '", model_type, "', expected one of 'qwen2_5_vl', 'qwen2_vl', 'qwen3_vl'");
+  else if (model_type == "qwen3_vl" || model_type == "qwen3_vl_moe") c.vision = Qwen3VLVisionConfig::from_json(vision_json, file);
+  else fail(file, ": model_type is '", model_type, "', expected one of 'qwen2_5_vl', 'qwen2_vl', 'qwen3_vl', 'qwen3_vl_moe'");
   c.text = Qwen2TextConfig::from_json(root);
-  if (model_type == "qwen3_vl") read_qwen3_text_options(root, c.text);
+  if (model_type == "qwen3_vl" || model_type == "qwen3_vl_moe")
+    read_qwen3_text_options(root, c.text, model_type == "qwen3_vl_moe");
   c.image_token_id = root.get_or<int64_t>("image_token_id", c.image_token_id);
   c.video_token_id = root.get_or<int64_t>("video_token_id", c.video_token_id);
   c.vision_start_token_id = root.get_or<int64_t>("vision_start_token_id", c.vision_start_token_id);
@@ -116,6 +131,7 @@ nlohmann::json QwenVLConfig::to_json() const {
   if (!eos_token_ids.empty()) text_json["eos_token_id"] = eos_token_ids;
   const std::string architecture = type == "qwen2_vl"   ? "Qwen2VLForConditionalGeneration"
                                    : type == "qwen3_vl" ? "Qwen3VLForConditionalGeneration"
+                                   : type == "qwen3_vl_moe" ? "Qwen3VLMoeForConditionalGeneration"
                                                         : "Qwen2_5_VLForConditionalGeneration";
   return {{"model_type", type},
           {"architectures", {architecture}},

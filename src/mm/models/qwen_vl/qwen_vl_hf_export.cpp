@@ -39,6 +39,8 @@ std::vector<std::pair<std::string, torch::Tensor>> export_tensors(QwenVLForCondi
     const auto it = adapted.find(name);
     out.emplace_back(qwen_vl_hf_name(name), (it == adapted.end() ? tensor : it->second->merged_weight()).detach().to(torch::kCPU));
   }
+  // Qwen3-VL-MoE's checkpoints hold each layer's experts fused.
+  if (model.config().model_type() == "qwen3_vl_moe") return fuse_experts(std::move(out));
   return out;
 }
 

@@ -127,6 +127,13 @@ QwenVLConfig pretrained_config(const std::filesystem::path& dir) {
   return config;
 }
 
+// The checkpoint's tensors (views of the mapped files) by name, fused MoE experts split per expert.
+NamedTensors checkpoint_tensors(const Checkpoint& checkpoint, const QwenVLConfig& config) {
+  NamedTensors tensors;
+  for (const auto& name : checkpoint.names()) tensors.emplace_back(name, checkpoint.tensor(name));
+  return split_fused_experts(std::move(tensors), config.text.hidden_size, config.text.moe.moe_intermediate_size);
+}
+
 WeightLoadOptions pretrained_load_options(const QwenVLConfig& config) {
   WeightLoadOptions options;
   options.checkpoint_to_module = [tied = config.text.tie_word_embeddings](const std::string& name) {
@@ -143,7 +150,7 @@ QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrain
   const auto checkpoint = Checkpoint::open(dir);
   check_block_counts(config, checkpoint, dir);
   auto result = build_for_loading(dtype, device, [&] { return QwenVLForConditionalGeneration(config); });
-  load_weights(*result, checkpoint, pretrained_load_options(config));
+  load_weights(*result, checkpoint_tensors(checkpoint, config), dir.string(), pretrained_load_options(config));
   result->eval();
   return result;
 }
@@ -154,7 +161,7 @@ QwenVLForConditionalGenerationImpl::Unloaded QwenVLForConditionalGenerationImpl:
   const auto checkpoint = Checkpoint::open(dir);
   check_block_counts(config, checkpoint, dir);
   auto model = build_for_loading(dtype, c10::kCPU, [&] { return QwenVLForConditionalGeneration(config); });
-  auto weights = match_weights(*model, checkpoint, pretrained_load_options(config));
+  auto weights = match_weights(*model, checkpoint_tensors(checkpoint, config), dir.string(), pretrained_load_options(config));
   model->eval();
   return {model, std::move(weights)};
 }
