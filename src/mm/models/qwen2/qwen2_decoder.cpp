@@ -178,8 +178,13 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
           *layer, [layer, rope, mask, cache](const torch::Tensor& x) { return layer->forward(x, rope, mask, cache); },
           h);
     }
-    if (visual_mask.defined() && i < deepstack->embeds.size())
-      h = h.index_put({visual_mask}, h.index({visual_mask}) + deepstack->embeds[i].to(device, h.scalar_type()));
+    if (visual_mask.defined() && i < deepstack->embeds.size()) {
+      // h[mask] += embeds: written as an add of the features scattered over zeros, whose
+      // backward is a plain gather (the boolean-index form's backward was the slow part); the
+      // visual positions get h + e exactly as the reference's, the others h + 0.
+      const auto features = deepstack->embeds[i].to(device, h.scalar_type());
+      h = h + torch::zeros_like(h).masked_scatter(visual_mask.unsqueeze(-1), features);
+    }
   }
   return norm(h);
 }
