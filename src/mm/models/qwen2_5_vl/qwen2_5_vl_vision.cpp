@@ -19,6 +19,21 @@ Linear linear(int64_t in, int64_t out) { return Linear(in, out, /*bias=*/true); 
 
 }  // namespace
 
+Qwen2_5_VLVisionConfig patch_and_attention_shape(int64_t hidden, int64_t num_heads, int64_t in_channels,
+                                                 int64_t patch_size, int64_t temporal_patch_size) {
+  Qwen2_5_VLVisionConfig p;
+  p.hidden_size = hidden;
+  p.num_heads = num_heads;
+  p.in_channels = in_channels;
+  p.patch_size = patch_size;
+  p.temporal_patch_size = temporal_patch_size;
+  return p;
+}
+
+torch::nn::LayerNorm vision_layer_norm(int64_t dim) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kNormEps));
+}
+
 Qwen2_5_VisionPatchEmbedImpl::Qwen2_5_VisionPatchEmbedImpl(const Qwen2_5_VLVisionConfig& c, bool bias) {
   const std::vector<int64_t> kernel = {c.temporal_patch_size, c.patch_size, c.patch_size};
   proj = register_module("proj", torch::nn::Conv3d(torch::nn::Conv3dOptions(c.in_channels, c.hidden_size, kernel)

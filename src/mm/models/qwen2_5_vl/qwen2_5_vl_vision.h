@@ -15,6 +15,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include "mm/nn/gated_mlp.h"
@@ -26,6 +27,15 @@
 namespace mm {
 
 class VarlenSegments;
+
+// The fields of a Qwen2_5_VLVisionConfig that its patch embedding and attention read, for the
+// towers that reuse those two (Qwen2-VL's with its embed_dim, Qwen3-VL's).
+Qwen2_5_VLVisionConfig patch_and_attention_shape(int64_t hidden, int64_t num_heads, int64_t in_channels,
+                                                 int64_t patch_size, int64_t temporal_patch_size);
+
+// LayerNorm over `dim` with eps 1e-6: the norm of the Qwen2-VL and Qwen3-VL vision blocks and
+// mergers.
+torch::nn::LayerNorm vision_layer_norm(int64_t dim);
 
 // Conv3d with kernel == stride over one flattened patch. On the CPU it runs as the reference's
 // Conv3d, so bf16 rounds exactly as transformers does (a matmul gives the same sum but rounds

@@ -10,6 +10,17 @@
 
 namespace mm {
 
+void check_vision_heads(const char* width_key, int64_t width, int64_t num_heads, double rope_theta,
+                        const std::string& hidden_act) {
+  MM_CHECK(width % num_heads == 0, "config.json: vision_config.", width_key, " (", width,
+           ") must be divisible by num_heads (", num_heads, ")");
+  MM_CHECK((width / num_heads) % 4 == 0, "config.json: vision_config head dim ", width / num_heads,
+           " must be divisible by 4 for 2D rotary embeddings");
+  MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
+  MM_CHECK(is_supported_activation(hidden_act), "config.json: vision_config.hidden_act '", hidden_act,
+           "' is not supported");
+}
+
 void Qwen2_5_VLVisionConfig::validate() const {
   require_positive("config.json: vision_config.", {{"depth", depth},
                                                    {"hidden_size", hidden_size},
@@ -18,18 +29,12 @@ void Qwen2_5_VLVisionConfig::validate() const {
                                                    {"spatial_merge_size", spatial_merge_size},
                                                    {"temporal_patch_size", temporal_patch_size},
                                                    {"window_size", window_size}});
-  MM_CHECK(hidden_size % num_heads == 0, "config.json: vision_config.hidden_size (", hidden_size,
-           ") must be divisible by num_heads (", num_heads, ")");
-  MM_CHECK((hidden_size / num_heads) % 4 == 0, "config.json: vision_config head dim ",
-           hidden_size / num_heads, " must be divisible by 4 for 2D rotary embeddings");
-  MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
+  check_vision_heads("hidden_size", hidden_size, num_heads, rope_theta, hidden_act);
   MM_CHECK(window_size % (patch_size * spatial_merge_size) == 0, "config.json: vision_config.window_size (",
            window_size, ") must be a multiple of patch_size * spatial_merge_size");
   for (int64_t i : fullatt_block_indexes)
     MM_CHECK(i >= 0 && i < depth, "config.json: vision_config.fullatt_block_indexes has ", i,
              ", outside [0, depth=", depth, ")");
-  MM_CHECK(is_supported_activation(hidden_act), "config.json: vision_config.hidden_act '", hidden_act,
-           "' is not supported");
   const double hv = static_cast<double>(hidden_size);
   const double merged = hv * static_cast<double>(spatial_merge_size * spatial_merge_size);
   const double block = 4 * hv * hv + 3 * hv * static_cast<double>(intermediate_size);

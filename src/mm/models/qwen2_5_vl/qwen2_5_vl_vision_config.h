@@ -10,6 +10,12 @@
 
 namespace mm {
 
+// The checks every Qwen ViT config shares: `width_key` (its hidden width's name in
+// vision_config) divisible by num_heads into heads of a multiple of 4 (2D rotary), a positive
+// rotary base, a supported activation. Errors name the key.
+void check_vision_heads(const char* width_key, int64_t width, int64_t num_heads, double rope_theta,
+                        const std::string& hidden_act);
+
 struct Qwen2_5_VLVisionConfig {
   int64_t depth = 32;
   int64_t hidden_size = 3584;

@@ -10,30 +10,16 @@
 namespace mm {
 namespace {
 
-constexpr double kNormEps = 1e-6;
-
-// The shapes Qwen2.5-VL's patch embedding and attention read (its hidden_size is Qwen2-VL's
-// embed_dim).
-Qwen2_5_VLVisionConfig shared_parts(const Qwen2VLVisionConfig& c) {
-  Qwen2_5_VLVisionConfig p;
-  p.hidden_size = c.embed_dim;
-  p.num_heads = c.num_heads;
-  p.in_channels = c.in_channels;
-  p.patch_size = c.patch_size;
-  p.temporal_patch_size = c.temporal_patch_size;
-  return p;
-}
-
-torch::nn::LayerNorm layer_norm(int64_t dim) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kNormEps));
+Qwen2_5_VLVisionConfig shared_parts_of(const Qwen2VLVisionConfig& c) {
+  return patch_and_attention_shape(c.embed_dim, c.num_heads, c.in_channels, c.patch_size, c.temporal_patch_size);
 }
 
 }  // namespace
 
 Qwen2VLVisionBlockImpl::Qwen2VLVisionBlockImpl(const Qwen2VLVisionConfig& c) {
-  norm1 = register_module("norm1", layer_norm(c.embed_dim));
-  norm2 = register_module("norm2", layer_norm(c.embed_dim));
-  attn = register_module("attn", Qwen2_5_VLVisionAttention(shared_parts(c)));
+  norm1 = register_module("norm1", vision_layer_norm(c.embed_dim));
+  norm2 = register_module("norm2", vision_layer_norm(c.embed_dim));
+  attn = register_module("attn", Qwen2_5_VLVisionAttention(shared_parts_of(c)));
   mlp = register_module("mlp", MLP(c.embed_dim, c.mlp_hidden(), c.hidden_act));
 }
 
@@ -45,7 +31,7 @@ torch::Tensor Qwen2VLVisionBlockImpl::forward(const torch::Tensor& x, const torc
 
 Qwen2VLPatchMergerImpl::Qwen2VLPatchMergerImpl(const Qwen2VLVisionConfig& c)
     : merged_dim_(c.embed_dim * c.spatial_merge_size * c.spatial_merge_size) {
-  ln_q = register_module("ln_q", layer_norm(c.embed_dim));
+  ln_q = register_module("ln_q", vision_layer_norm(c.embed_dim));
   mlp = register_module("mlp", torch::nn::Sequential(Linear(merged_dim_, merged_dim_, true), torch::nn::GELU(),
                                                      Linear(merged_dim_, c.hidden_size, true)));
 }
@@ -56,7 +42,7 @@ torch::Tensor Qwen2VLPatchMergerImpl::forward(const torch::Tensor& x) {
 
 Qwen2VisionTransformerImpl::Qwen2VisionTransformerImpl(const Qwen2VLVisionConfig& config) : config_(config) {
   config_.validate();
-  patch_embed = register_module("patch_embed", Qwen2_5_VisionPatchEmbed(shared_parts(config_)));
+  patch_embed = register_module("patch_embed", Qwen2_5_VisionPatchEmbed(shared_parts_of(config_)));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < config_.depth; ++i) blocks->push_back(Qwen2VLVisionBlock(config_));
   merger = register_module("merger", Qwen2VLPatchMerger(config_));

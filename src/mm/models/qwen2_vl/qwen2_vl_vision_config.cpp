@@ -6,7 +6,7 @@
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/memory_bounds.h"
-#include "mm/nn/gated_mlp.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_config.h"
 
 namespace mm {
 
@@ -39,13 +39,7 @@ void Qwen2VLVisionConfig::validate() const {
                                                    {"patch_size", patch_size},
                                                    {"spatial_merge_size", spatial_merge_size},
                                                    {"temporal_patch_size", temporal_patch_size}});
-  MM_CHECK(embed_dim % num_heads == 0, "config.json: vision_config.embed_dim (", embed_dim,
-           ") must be divisible by num_heads (", num_heads, ")");
-  MM_CHECK(head_dim() % 4 == 0, "config.json: vision_config head dim ", head_dim(),
-           " must be divisible by 4 for 2D rotary embeddings");
-  MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
-  MM_CHECK(is_supported_activation(hidden_act), "config.json: vision_config.hidden_act '", hidden_act,
-           "' is not supported");
+  check_vision_heads("embed_dim", embed_dim, num_heads, rope_theta, hidden_act);
   const double e = static_cast<double>(embed_dim), merged = e * static_cast<double>(spatial_merge_size * spatial_merge_size);
   check_model_fits_in_memory(
       "config.json", {{str_cat("vision_config.depth (", depth, ") x a block of embed_dim ", embed_dim, " and mlp_ratio ",

@@ -13,29 +13,16 @@
 namespace mm {
 namespace {
 
-constexpr double kNormEps = 1e-6;
-
-// The shapes Qwen2.5-VL's patch embedding and attention read.
-Qwen2_5_VLVisionConfig shared_parts(const Qwen3VLVisionConfig& c) {
-  Qwen2_5_VLVisionConfig p;
-  p.hidden_size = c.hidden_size;
-  p.num_heads = c.num_heads;
-  p.in_channels = c.in_channels;
-  p.patch_size = c.patch_size;
-  p.temporal_patch_size = c.temporal_patch_size;
-  return p;
-}
-
-torch::nn::LayerNorm layer_norm(int64_t dim) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kNormEps));
+Qwen2_5_VLVisionConfig shared_parts_of(const Qwen3VLVisionConfig& c) {
+  return patch_and_attention_shape(c.hidden_size, c.num_heads, c.in_channels, c.patch_size, c.temporal_patch_size);
 }
 
 }  // namespace
 
 Qwen3VLVisionBlockImpl::Qwen3VLVisionBlockImpl(const Qwen3VLVisionConfig& c) {
-  norm1 = register_module("norm1", layer_norm(c.hidden_size));
-  norm2 = register_module("norm2", layer_norm(c.hidden_size));
-  attn = register_module("attn", Qwen2_5_VLVisionAttention(shared_parts(c)));
+  norm1 = register_module("norm1", vision_layer_norm(c.hidden_size));
+  norm2 = register_module("norm2", vision_layer_norm(c.hidden_size));
+  attn = register_module("attn", Qwen2_5_VLVisionAttention(shared_parts_of(c)));
   mlp = register_module("mlp", MLP(c.hidden_size, c.intermediate_size, c.hidden_act, "linear_fc1", "linear_fc2"));
 }
 
@@ -47,7 +34,7 @@ torch::Tensor Qwen3VLVisionBlockImpl::forward(const torch::Tensor& x, const torc
 
 Qwen3VLPatchMergerImpl::Qwen3VLPatchMergerImpl(const Qwen3VLVisionConfig& c, bool postshuffle_norm)
     : postshuffle_norm_(postshuffle_norm), merged_dim_(c.hidden_size * c.spatial_merge_size * c.spatial_merge_size) {
-  norm = register_module("norm", layer_norm(postshuffle_norm ? merged_dim_ : c.hidden_size));
+  norm = register_module("norm", vision_layer_norm(postshuffle_norm ? merged_dim_ : c.hidden_size));
   linear_fc1 = register_module("linear_fc1", Linear(merged_dim_, merged_dim_, /*bias=*/true));
   linear_fc2 = register_module("linear_fc2", Linear(merged_dim_, c.out_hidden_size, /*bias=*/true));
 }
@@ -59,7 +46,7 @@ torch::Tensor Qwen3VLPatchMergerImpl::forward(const torch::Tensor& x) {
 
 Qwen3VLVisionModelImpl::Qwen3VLVisionModelImpl(const Qwen3VLVisionConfig& config) : config_(config) {
   config_.validate();
-  patch_embed = register_module("patch_embed", Qwen2_5_VisionPatchEmbed(shared_parts(config_), /*bias=*/true));
+  patch_embed = register_module("patch_embed", Qwen2_5_VisionPatchEmbed(shared_parts_of(config_), /*bias=*/true));
   pos_embed = register_module("pos_embed", torch::nn::Embedding(config_.num_position_embeddings, config_.hidden_size));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < config_.depth; ++i) blocks->push_back(Qwen3VLVisionBlock(config_));

@@ -8,7 +8,7 @@
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/memory_bounds.h"
-#include "mm/nn/gated_mlp.h"
+#include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_config.h"
 
 namespace mm {
 
@@ -32,13 +32,7 @@ void Qwen3VLVisionConfig::validate() const {
                                                    {"temporal_patch_size", temporal_patch_size},
                                                    {"out_hidden_size", out_hidden_size},
                                                    {"num_position_embeddings", num_position_embeddings}});
-  MM_CHECK(hidden_size % num_heads == 0, "config.json: vision_config.hidden_size (", hidden_size,
-           ") must be divisible by num_heads (", num_heads, ")");
-  MM_CHECK(head_dim() % 4 == 0, "config.json: vision_config head dim ", head_dim(),
-           " must be divisible by 4 for 2D rotary embeddings");
-  MM_CHECK(rope_theta > 0, "config.json: vision_config.rope_parameters.rope_theta must be positive");
-  MM_CHECK(is_supported_activation(hidden_act), "config.json: vision_config.hidden_act '", hidden_act,
-           "' is not supported");
+  check_vision_heads("hidden_size", hidden_size, num_heads, rope_theta, hidden_act);
   for (size_t i = 0; i < deepstack_visual_indexes.size(); ++i) {
     const int64_t layer = deepstack_visual_indexes[i];
     MM_CHECK(layer >= 0 && layer < depth, "config.json: vision_config.deepstack_visual_indexes has ", layer,
