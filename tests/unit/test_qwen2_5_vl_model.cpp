@@ -12,7 +12,7 @@
 #include "mm/nn/rotary.h"
 #include "mm/nn/weights.h"
 #include "bf16_fidelity.h"
-#include "model_cases.h"
+#include "qwen_vl_parity.h"
 
 namespace mm::testing {
 namespace {
@@ -21,12 +21,6 @@ using Model = QwenVLForConditionalGeneration;
 
 Model load(const std::string& name, torch::Dtype dtype = torch::kFloat32) {
   return QwenVLForConditionalGenerationImpl::from_pretrained(model_dir(name), dtype);
-}
-
-// Logits at real tokens only (padding positions carry no meaning): [tokens, vocab].
-torch::Tensor real_positions(const torch::Tensor& logits, const QwenVLInputs& in) {
-  if (!in.attention_mask.defined()) return logits.reshape({-1, logits.size(-1)});
-  return logits.index({in.attention_mask.to(torch::kBool)});
 }
 
 class ModelParity : public ::testing::TestWithParam<std::string> {};
@@ -44,15 +38,7 @@ TEST_P(ModelParity, PositionIdsMatchGetRopeIndex) {
 
 TEST_P(ModelParity, LogitsMatchTransformers) {
   auto model = load(GetParam());
-  auto cases = cases_of(GetParam());
-  torch::NoGradGuard no_grad;
-  for (const auto& c : kCases) {
-    auto in = inputs_of(*cases, c);
-    auto logits = model->forward(in);
-    const double diff = max_abs_diff(real_positions(logits, in), real_positions(field(*cases, c, "logits"), in));
-    std::cout << "[ max diff ] config " << GetParam() << ", " << c << ": " << diff << std::endl;
-    EXPECT_LE(diff, 1e-4) << c;
-  }
+  expect_logits_match(*model, *cases_of(GetParam()), "config " + GetParam());
 }
 
 TEST_P(ModelParity, Bfloat16ErrorIsNoLargerThanTransformers) {

@@ -6,12 +6,10 @@
 #include <algorithm>
 
 #include "mm/models/qwen2_vl/qwen2_vl_vision.h"
-#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 #include "mm/nn/weights.h"
-#include "mm/tasks/generation.h"
 #include "mm/tasks/model_registry.h"
 #include "bf16_fidelity.h"
-#include "model_cases.h"
+#include "qwen_vl_parity.h"
 
 namespace mm::testing {
 namespace {
@@ -20,11 +18,6 @@ const std::string kOracle = "qwen2_vl_model";
 
 QwenVLForConditionalGeneration load(const std::string& name, torch::Dtype dtype = torch::kFloat32) {
   return QwenVLForConditionalGenerationImpl::from_pretrained(model_dir(name, kOracle), dtype);
-}
-
-std::vector<int64_t> row(const torch::Tensor& t, int64_t r) {
-  auto x = t[r].to(torch::kInt64).contiguous();
-  return {x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel()};
 }
 
 class Qwen2VLParity : public ::testing::TestWithParam<std::string> {};
@@ -53,36 +46,14 @@ TEST_P(Qwen2VLParity, PositionIdsMatchGetRopeIndex) {
 
 TEST_P(Qwen2VLParity, LogitsMatchTransformers) {
   auto model = load(GetParam());
-  auto cases = cases_of(GetParam(), kOracle);
-  torch::NoGradGuard no_grad;
-  for (const auto& c : kCases) {
-    auto in = inputs_of(*cases, c);
-    auto logits = model->forward(in);
-    auto golden = field(*cases, c, "logits");
-    if (in.attention_mask.defined()) {  // padding positions carry no meaning
-      const auto real = in.attention_mask.to(torch::kBool);
-      logits = logits.index({real});
-      golden = golden.index({real});
-    }
-    const double diff = max_abs_diff(logits, golden);
-    std::cout << "[ max diff ] Qwen2-VL config " << GetParam() << ", " << c << ": " << diff << std::endl;
-    EXPECT_LE(diff, 1e-4) << c;
-  }
+  expect_logits_match(*model, *cases_of(GetParam(), kOracle), "Qwen2-VL config " + GetParam());
 }
 
 TEST_P(Qwen2VLParity, ThirtyTwoGreedyTokensEqualTransformers) {
   auto model = load(GetParam());
   auto cases = cases_of(GetParam(), kOracle);
   EXPECT_EQ(model->config().eos_token_ids, std::vector<int64_t>{cases->tensor("eos_token_id").item<int64_t>()});
-  GenerationConfig config;
-  config.max_new_tokens = 32;
-  for (const auto& c : kCases) {
-    auto in = inputs_of(*cases, c);
-    auto expected = field(*cases, c, "generated");
-    auto got = generate_batch(model, in, config);
-    ASSERT_EQ(static_cast<int64_t>(got.size()), expected.size(0)) << c;
-    for (int64_t r = 0; r < expected.size(0); ++r) EXPECT_EQ(got[r], row(expected, r)) << c << " row " << r;
-  }
+  expect_greedy_tokens_match(model, *cases);
 }
 
 TEST_P(Qwen2VLParity, Bfloat16ErrorIsNoLargerThanTransformers) {
@@ -96,25 +67,9 @@ INSTANTIATE_TEST_SUITE_P(Configs, Qwen2VLParity, ::testing::Values("A", "B"));
 // The export writes the names and tensors of transformers' state dict (config B holds exactly
 // those), and a config.json that loads back as Qwen2-VL with the same logits.
 TEST(Qwen2VLModel, TheExportWritesTransformersNamesAndLoadsBack) {
-  const auto out = temp_dir("qwen2_vl_export");
-  std::filesystem::remove_all(out);
   auto model = load("B");
-  export_hf(model, model_dir("B", kOracle), out);
-  const auto source = Checkpoint::open(model_dir("B", kOracle));
-  const auto exported = Checkpoint::open(out);
-  auto names = exported.names();
-  auto expected = source.names();
-  std::sort(names.begin(), names.end());
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(names, expected);
-  for (const auto& name : expected) EXPECT_TRUE(torch::equal(exported.tensor(name), source.tensor(name))) << name;
-  auto reloaded = QwenVLForConditionalGenerationImpl::from_pretrained(out);
-  EXPECT_EQ(reloaded->config().model_type(), "qwen2_vl");
-  auto cases = cases_of("B", kOracle);
-  torch::NoGradGuard no_grad;
-  auto in = inputs_of(*cases, "image_video");
-  EXPECT_TRUE(torch::equal(reloaded->forward(in), model->forward(in)));
-  std::filesystem::remove_all(out);
+  expect_export_writes_the_source(model, model_dir("B", kOracle), temp_dir("qwen2_vl_export"), *cases_of("B", kOracle),
+                                  "qwen2_vl");
 }
 
 }  // namespace

@@ -5,14 +5,12 @@
 // the same model, and the export writing what transformers saved.
 #include <algorithm>
 
-#include "mm/models/qwen_vl/qwen_vl_hf_export.h"
 #include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/nn/moe.h"
 #include "mm/nn/weights.h"
-#include "mm/tasks/generation.h"
 #include "mm/tasks/model_registry.h"
 #include "bf16_fidelity.h"
-#include "model_cases.h"
+#include "qwen_vl_parity.h"
 
 namespace mm::testing {
 namespace {
@@ -21,11 +19,6 @@ const std::string kOracle = "qwen3_vl_moe_model";
 
 QwenVLForConditionalGeneration load(const std::string& name, torch::Dtype dtype = torch::kFloat32) {
   return QwenVLForConditionalGenerationImpl::from_pretrained(model_dir(name, kOracle), dtype);
-}
-
-std::vector<int64_t> row(const torch::Tensor& t, int64_t r) {
-  auto x = t[r].to(torch::kInt64).contiguous();
-  return {x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel()};
 }
 
 class Qwen3VLMoeParity : public ::testing::TestWithParam<std::string> {};
@@ -45,35 +38,15 @@ TEST_P(Qwen3VLMoeParity, TheRegistryOpensItWithSparseLayers) {
 TEST_P(Qwen3VLMoeParity, PositionsAndLogitsMatchTransformers) {
   auto model = load(GetParam());
   auto cases = cases_of(GetParam(), kOracle);
-  torch::NoGradGuard no_grad;
-  for (const auto& c : kCases) {
-    auto in = inputs_of(*cases, c);
-    EXPECT_TRUE(torch::equal(model->get_rope_index(in).position_ids, field(*cases, c, "position_ids"))) << c;
-    auto logits = model->forward(in);
-    auto golden = field(*cases, c, "logits");
-    if (in.attention_mask.defined()) {
-      const auto real = in.attention_mask.to(torch::kBool);
-      logits = logits.index({real});
-      golden = golden.index({real});
-    }
-    const double diff = max_abs_diff(logits, golden);
-    std::cout << "[ max diff ] Qwen3-VL-MoE config " << GetParam() << ", " << c << ": " << diff << std::endl;
-    EXPECT_LE(diff, 1e-4) << c;
-  }
+  for (const auto& c : kCases)
+    EXPECT_TRUE(torch::equal(model->get_rope_index(inputs_of(*cases, c)).position_ids, field(*cases, c, "position_ids")))
+        << c;
+  expect_logits_match(*model, *cases, "Qwen3-VL-MoE config " + GetParam());
 }
 
 TEST_P(Qwen3VLMoeParity, ThirtyTwoGreedyTokensEqualTransformers) {
   auto model = load(GetParam());
-  auto cases = cases_of(GetParam(), kOracle);
-  GenerationConfig config;
-  config.max_new_tokens = 32;
-  for (const auto& c : kCases) {
-    auto in = inputs_of(*cases, c);
-    auto expected = field(*cases, c, "generated");
-    auto got = generate_batch(model, in, config);
-    ASSERT_EQ(static_cast<int64_t>(got.size()), expected.size(0)) << c;
-    for (int64_t r = 0; r < expected.size(0); ++r) EXPECT_EQ(got[r], row(expected, r)) << c << " row " << r;
-  }
+  expect_greedy_tokens_match(model, *cases_of(GetParam(), kOracle));
 }
 
 TEST_P(Qwen3VLMoeParity, Bfloat16ErrorIsNoLargerThanTransformers) {
@@ -134,25 +107,9 @@ TEST(Qwen3VLMoeModel, AFusedTensorOfNeitherLayoutIsNamed) {
 // The export writes the names and tensors of transformers' state dict (config B holds exactly
 // those, its experts fused), and loads back with the same logits.
 TEST(Qwen3VLMoeModel, TheExportWritesTransformersNamesAndLoadsBack) {
-  const auto out = temp_dir("qwen3_vl_moe_export");
-  std::filesystem::remove_all(out);
   auto model = load("B");
-  export_hf(model, model_dir("B", kOracle), out);
-  const auto source = Checkpoint::open(model_dir("B", kOracle));
-  const auto exported = Checkpoint::open(out);
-  auto names = exported.names();
-  auto expected = source.names();
-  std::sort(names.begin(), names.end());
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(names, expected);
-  for (const auto& name : expected) EXPECT_TRUE(torch::equal(exported.tensor(name), source.tensor(name))) << name;
-  auto reloaded = QwenVLForConditionalGenerationImpl::from_pretrained(out);
-  EXPECT_EQ(reloaded->config().model_type(), "qwen3_vl_moe");
-  auto cases = cases_of("B", kOracle);
-  torch::NoGradGuard no_grad;
-  auto in = inputs_of(*cases, "image_video");
-  EXPECT_TRUE(torch::equal(reloaded->forward(in), model->forward(in)));
-  std::filesystem::remove_all(out);
+  expect_export_writes_the_source(model, model_dir("B", kOracle), temp_dir("qwen3_vl_moe_export"),
+                                  *cases_of("B", kOracle), "qwen3_vl_moe");
 }
 
 }  // namespace
