@@ -1,13 +1,18 @@
 """Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL,
-Qwen2-VL and Qwen3-VL (the same data and settings; each family's own vision tower, and for
-Qwen3-VL its Qwen3 decoder with DeepStack).
+Qwen2-VL, Qwen3-VL and Qwen3-VL-MoE (the same data and settings; each family's own vision tower,
+for Qwen3-VL its Qwen3 decoder with DeepStack, and for Qwen3-VL-MoE its sparse layers with the
+load-balancing loss).
 
 What transformers' Trainer does for a step, written out: AdamW (torch.optim, fp32) with the
 Trainer's decay / no-decay parameter split, a cosine schedule with warmup, gradient
 accumulation over 2 micro-batches whose summed token cross-entropy is divided by the step's
-target count (Trainer's num_items_in_batch), and global-norm clipping.
+target count (Trainer's num_items_in_batch), and global-norm clipping. The MoE model's forward is
+asked for the router logits (output_router_logits=True, the switch that adds the load-balancing
+loss), so each micro-batch adds router_aux_loss_coef * aux_loss, averaged over the step's
+micro-batches as Trainer averages each micro-batch's loss over the accumulation steps.
 
-Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl and <out>/qwen3_vl:
+Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl, <out>/qwen3_vl and
+<out>/qwen3_vl_moe:
   model/               the initial weights (save_pretrained) and config
   samples.safetensors  per sample k: k.input_ids [len], k.targets [len] (already shifted, -100 =
                        ignored), k.pixel_values, k.image_grid_thw
@@ -22,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
-                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration, Trainer)
+                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
+                          Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Trainer)
 from transformers.optimization import get_cosine_schedule_with_warmup
 
 torch.set_num_threads(1)
@@ -35,6 +41,12 @@ TEXT_CONFIG = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hid
 # decoder layers, a head_dim of its own and interleaved M-RoPE.
 QWEN3_TEXT_CONFIG = dict(TEXT_CONFIG, head_dim=24, rope_parameters=dict(rope_type="default", rope_theta=10000.0,
                                                                        mrope_section=[4, 4, 4], mrope_interleaved=True))
+# Qwen3-VL-MoE: 4 experts, top 2, both layers sparse, and a load-balancing weight large enough
+# that a wrong aux gradient moves the weights far past the tolerance (the published 0.001 would not).
+QWEN3_MOE_TEXT_CONFIG = dict(QWEN3_TEXT_CONFIG, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=40,
+                             router_aux_loss_coef=0.3)
+QWEN3_VL_VISION = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=16,
+                       num_position_embeddings=16, deepstack_visual_indexes=[0, 2], initializer_range=0.05)
 FAMILIES = {
     "qwen2_5_vl": (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
                    dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
@@ -44,10 +56,8 @@ FAMILIES = {
                  dict(depth=2, embed_dim=32, hidden_size=64, mlp_ratio=2, num_heads=2, patch_size=14,
                       initializer_range=0.05),
                  TEXT_CONFIG),
-    "qwen3_vl": (Qwen3VLConfig, Qwen3VLForConditionalGeneration,
-                 dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=16,
-                      num_position_embeddings=16, deepstack_visual_indexes=[0, 2], initializer_range=0.05),
-                 QWEN3_TEXT_CONFIG),
+    "qwen3_vl": (Qwen3VLConfig, Qwen3VLForConditionalGeneration, QWEN3_VL_VISION, QWEN3_TEXT_CONFIG),
+    "qwen3_vl_moe": (Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, QWEN3_VL_VISION, QWEN3_MOE_TEXT_CONFIG),
 }
 
 
@@ -63,7 +73,7 @@ def run(family, out):
     gen = torch.Generator().manual_seed(11)
     row = 3 * 2 * vision_config["patch_size"] ** 2
     samples = [sample(gen, 2 + k % 5, GRIDS[k % 4], 3 + k % 3, 2 + k % 4, row) for k in range(20)]
-    train(model, samples, out)
+    train(model, samples, out, aux_loss_coef=text_config.get("router_aux_loss_coef"))
 
 
 def sample(gen, text_before, grid, text_after, answer, row):
@@ -103,7 +113,7 @@ def collate(samples, ids):
                 mm_token_type_ids=(input_ids == IMAGE).int())
 
 
-def train(model, samples, out):
+def train(model, samples, out, aux_loss_coef=None):
     decay = set(Trainer.get_decay_parameter_names(None, model))
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for n, p in params if n in decay], "weight_decay": settings["weight_decay"]},
@@ -120,11 +130,17 @@ def train(model, samples, out):
         total = 0.0
         lrs.append(scheduler.get_last_lr()[0])
         for b in batches:
-            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], pixel_values=b["pixel_values"],
-                           image_grid_thw=b["image_grid_thw"], mm_token_type_ids=b["mm_token_type_ids"]).logits
+            kwargs = dict(output_router_logits=True) if aux_loss_coef is not None else {}
+            output = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], pixel_values=b["pixel_values"],
+                           image_grid_thw=b["image_grid_thw"], mm_token_type_ids=b["mm_token_type_ids"], **kwargs)
+            logits = output.logits
             loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), b["targets"].reshape(-1),
                                    ignore_index=-100, reduction="sum")
-            (loss / count).backward()
+            step_loss = loss / count
+            if aux_loss_coef is not None:
+                step_loss = step_loss + aux_loss_coef * output.aux_loss / len(batches)
+                total += aux_loss_coef * output.aux_loss.item() * count / len(batches)
+            step_loss.backward()
             total += loss.item()
         losses.append(total / count)
         norms.append(float(torch.nn.utils.clip_grad_norm_([p for _, p in params], settings["max_grad_norm"])))
@@ -149,3 +165,4 @@ def train(model, samples, out):
 run("qwen2_5_vl", sys.argv[1])
 run("qwen2_vl", os.path.join(sys.argv[1], "qwen2_vl"))
 run("qwen3_vl", os.path.join(sys.argv[1], "qwen3_vl"))
+run("qwen3_vl_moe", os.path.join(sys.argv[1], "qwen3_vl_moe"))

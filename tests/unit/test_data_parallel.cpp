@@ -137,6 +137,22 @@ TEST(DataParallel, Qwen3VLFsdpOverTwoRanksEqualsOneProcess) {
   expect_equal_to_single_process(train("qwen3_vl_fsdp2", 2, "--set parallel.dp_shard=2", "", model), single);
 }
 
+// Qwen3-VL-MoE with its load-balancing loss, recomputed inside the sharded layers (the aux
+// gradient then reaches the routers through the recomputation). The aux loss is a function of
+// each micro-batch as a whole, so the layouts cut the same micro-batches: one sample each.
+TEST(DataParallel, Qwen3VLMoEFsdpWithTheLoadBalancingLossEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_vl_moe_dir(testing::temp_dir("dp_qwen3_vl_moe_model"));
+  const auto single =
+      train("qwen3_vl_moe_single", 1, "--set train.micro_batch_size=1 --set train.grad_accum=8", "", model);
+  EXPECT_NE(single.output.find("MoE load-balancing loss weight: 0.1 (config.json)"), std::string::npos)
+      << single.output;
+  expect_equal_to_single_process(train("qwen3_vl_moe_fsdp2", 2,
+                                       "--set parallel.dp_shard=2 --set train.recompute=true "
+                                       "--set train.micro_batch_size=1 --set train.grad_accum=4",
+                                       "", model),
+                                 single);
+}
+
 TEST(DataParallel, FsdpOverFourRanksEqualsOneProcess) {
   expect_equal_to_single_process(train("fsdp4", 4, "--set parallel.dp_shard=4"));
 }

@@ -25,7 +25,7 @@ TEST(NvtxRanges, TheTrainingStepMarksItsPhasesForAProfiler) {
   const auto x = torch::randn({3, 2});
   AdamW optimizer({{"w", w}}, AdamWConfig{});
   const std::vector<MicroBatchCounts> counts = {{2, 2, 1, 0}, {2, 2, 1, 0}};
-  train_step(counts, [&](size_t) { return torch::matmul(w, x).square().sum(); }, optimizer, 1e-3, {w}, StepOptions{});
+  train_step(counts, [&](size_t, const StepTotals&) { return torch::matmul(w, x).square().sum(); }, optimizer, 1e-3, {w}, StepOptions{});
 
   void* recorder = ::dlopen(MM_NVTX_RECORDER, RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(recorder, nullptr) << "NVTX did not load the recording tool";

@@ -1,14 +1,15 @@
 // Training equals the reference: 5 optimizer steps of mmtrain (padded, packed, with
-// recomputation) against a plain PyTorch loop over transformers' Qwen2.5-VL, and over its
-// Qwen2-VL, with the same initial weights, data, AdamW settings and schedule
-// (tests/reference/train_parity.py).
+// recomputation) against a plain PyTorch loop over transformers' Qwen2.5-VL, Qwen2-VL, Qwen3-VL
+// and Qwen3-VL-MoE (with its load-balancing loss), with the same initial weights, data, AdamW
+// settings and schedule (tests/reference/train_parity.py).
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "mm/core/json_config.h"
 #include "mm/nn/weights.h"
 #include "mm/models/qwen_vl/qwen_vl_model.h"
-#include "mm/models/qwen_vl/qwen_vl_state_dict.h"
 #include "mm/train/lr_schedule.h"
 #include "mm/train/optimizer.h"
 #include "mm/train/recompute.h"
@@ -78,7 +79,9 @@ struct RunResult {
   QwenVLForConditionalGeneration model{nullptr};
 };
 
-RunResult run_steps(const std::string& family, Layout layout, bool recompute, bool fused) {
+// aux_coef: the MoE load-balancing weight; unset = config.json's (what the oracle trained with).
+RunResult run_steps(const std::string& family, Layout layout, bool recompute, bool fused,
+                    std::optional<double> aux_coef = std::nullopt) {
   const auto& ref = reference(family);
   RunResult out;
   out.model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "model");
@@ -118,11 +121,35 @@ RunResult run_steps(const std::string& family, Layout layout, bool recompute, bo
     }
     const double lr = schedule.lr(static_cast<int64_t>(step), optim.lr);
     EXPECT_NEAR(lr, ref.lrs[step].item<double>(), 1e-12) << "step " << step;
-    const auto result = train_step(out.model, optimizer, lr, params, micro, options);
+    std::vector<MicroBatchCounts> counts;
+    for (const auto& b : micro) counts.push_back({b.num_target_tokens, b.num_tokens, 1});
+    const double coef = vlm_router_aux_loss_coef(out.model->config(), aux_coef);
+    const auto result = train_step(
+        counts, [&](size_t i, const StepTotals& totals) { return vlm_loss_sum(out.model, micro[i], coef, totals); },
+        optimizer, lr, params, options);
     out.losses.push_back(result.loss);
     out.grad_norms.push_back(result.grad_norm);
   }
   return out;
+}
+
+// The largest difference between the run's weights and the reference's after 5 steps (every
+// tensor of its save_pretrained output, read as from_pretrained reads it: fused MoE experts
+// split, Qwen3-VL's module-tree names mapped).
+std::pair<double, std::string> final_weight_difference(const std::string& family, const RunResult& run) {
+  auto final_model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "final");
+  std::map<std::string, torch::Tensor> theirs;
+  for (auto& [name, t] : named_weights(*final_model)) theirs[name] = t;
+  double worst = 0;
+  std::string worst_name;
+  for (auto& [name, t] : named_weights(*run.model)) {
+    EXPECT_TRUE(theirs.count(name)) << name;
+    if (!theirs.count(name)) continue;
+    const double d = max_abs_diff(t.detach(), theirs[name]);
+    if (d > worst) worst = d, worst_name = name;
+  }
+  EXPECT_EQ(theirs.size(), named_weights(*run.model).size());
+  return {worst, worst_name};
 }
 
 void expect_matches_reference(const std::string& family, const RunResult& run, double tolerance) {
@@ -133,19 +160,7 @@ void expect_matches_reference(const std::string& family, const RunResult& run, d
     EXPECT_NEAR(run.grad_norms[i], ref.grad_norms[i].item<double>(), 1e-4 * ref.grad_norms[i].item<double>())
         << "grad norm of step " << i + 1;
   }
-  // Final weights: every tensor of the reference's save_pretrained output.
-  auto final_weights = Checkpoint::open(reference_dir(family) / "final");
-  std::map<std::string, torch::Tensor> ours;
-  for (auto& [name, t] : named_weights(*run.model)) ours[name] = t;
-  double worst = 0;
-  std::string worst_name;
-  for (const auto& checkpoint_name : final_weights.names()) {
-    // Qwen3-VL's save_pretrained writes the module-tree names (model.language_model.*).
-    const std::string name = qwen_vl_module_name(checkpoint_name, false);
-    ASSERT_TRUE(ours.count(name)) << checkpoint_name;
-    const double d = max_abs_diff(ours[name].detach(), final_weights.tensor(checkpoint_name));
-    if (d > worst) worst = d, worst_name = name;
-  }
+  const auto [worst, worst_name] = final_weight_difference(family, run);
   EXPECT_LT(worst, tolerance) << "largest final-weight difference in " << worst_name;
   std::cout << "final weights: max |diff| " << worst << " (" << worst_name << ")\n";
 }
@@ -174,7 +189,19 @@ TEST_P(TrainParity, RecomputationGivesTheSameTraining) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TrainParity, ::testing::Values("qwen2_5_vl", "qwen2_vl", "qwen3_vl"));
+INSTANTIATE_TEST_SUITE_P(Families, TrainParity,
+                         ::testing::Values("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe"));
+
+// The MoE parity above is sensitive to the load-balancing term: trained without it, the routers
+// end far from the reference's, and the step losses differ by the aux term itself.
+TEST(TrainParityMoE, WithoutTheLoadBalancingLossTheRoutersMissTheReference) {
+  const auto run = run_steps("qwen3_vl_moe", Layout::padded, false, true, /*aux_coef=*/0.0);
+  const auto [worst, worst_name] = final_weight_difference("qwen3_vl_moe", run);
+  EXPECT_GT(worst, 1e-3) << worst_name;
+  EXPECT_NE(worst_name.find("mlp.gate.weight"), std::string::npos) << worst_name;
+  const auto& ref = reference("qwen3_vl_moe");
+  EXPECT_GT(std::abs(run.losses[0] - ref.losses[0].item<double>()), 0.05);
+}
 
 }  // namespace
 }  // namespace mm

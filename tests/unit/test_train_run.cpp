@@ -302,6 +302,49 @@ TEST(TrainRun, Qwen3VLTrainsThroughTheSameCommandAndExports) {
   expect_export_matches(dir / "run", dir);
 }
 
+// Qwen3-VL-MoE: trained with its load-balancing loss, exported with each layer's experts fused
+// as transformers reads them.
+TEST(TrainRun, Qwen3VLMoETrainsWithTheLoadBalancingLossAndExports) {
+  const auto dir = testing::temp_dir("train_qwen3_vl_moe");
+  const auto model = testing::tiny_qwen3_vl_moe_dir(dir / "model");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), "", 4, model).string());
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("MoE load-balancing loss weight: 0.1 (config.json)"), std::string::npos) << out;
+  const auto checkpoint = resolve_training_checkpoint(dir / "run");
+  EXPECT_EQ(read_json_file(checkpoint / "config.json")["model_type"], "qwen3_vl_moe");
+  EXPECT_TRUE(Checkpoint::open(checkpoint / "model.safetensors").contains("model.layers.1.mlp.experts.3.up_proj.weight"));
+  expect_export_matches(dir / "run", dir);
+  // model.router_aux_loss_coef overrides config.json's weight, and 0 turns the term off.
+  const auto off = testing::temp_dir("train_qwen3_vl_moe_no_aux");
+  auto [s2, o2] = run_command(kMmtrain + " train " +
+                              write_config(off, (shapes_data() / "train.jsonl").string(), "", 1, model).string() +
+                              " --set model.router_aux_loss_coef=0");
+  ASSERT_EQ(s2, 0) << o2;
+  EXPECT_NE(o2.find("MoE load-balancing loss weight: 0 (model.router_aux_loss_coef)"), std::string::npos) << o2;
+}
+
+// LoRA on a MoE model adapts every expert's projections (not the router), and the merged export
+// loads in transformers with the adapted logits.
+TEST(TrainRun, Qwen3VLMoELoraTrainsTheExpertsAndExportsMerged) {
+  const auto dir = testing::temp_dir("train_qwen3_vl_moe_lora");
+  const auto model = testing::tiny_qwen3_vl_moe_dir(dir / "model");
+  const std::string lora = "lora:\n  enabled: true\n  rank: 4\n  alpha: 8\n";
+  auto [status, out] =
+      run_command(kMmtrain + " train " +
+                  write_config(dir, (shapes_data() / "train.jsonl").string(), lora, 4, model).string() +
+                  " --set optim.lr=0.01");
+  ASSERT_EQ(status, 0) << out;
+  // 2 layers x (4 attention projections + 4 experts x 3 projections)
+  EXPECT_NE(out.find("LoRA: 32 adapters"), std::string::npos) << out;
+  auto checkpoint = Checkpoint::open(resolve_training_checkpoint(dir / "run") / "model.safetensors");
+  for (const char* name : {"model.layers.0.mlp.experts.2.down_proj.lora_B.weight",
+                           "model.layers.1.mlp.experts.0.gate_proj.lora_B.weight"})
+    EXPECT_GT(checkpoint.tensor(name).abs().max().item<double>(), 0.0) << name << " stayed zero";
+  EXPECT_FALSE(checkpoint.contains("model.layers.0.mlp.gate.lora_A.weight"));
+  expect_export_matches(dir / "run", dir);
+}
+
 TEST(TrainRun, ConfigErrorsNameTheKey) {
   const auto dir = testing::temp_dir("train_badcfg");
   const auto config = write_config(dir, (shapes_data() / "train.jsonl").string(), "", 2).string();

@@ -49,4 +49,22 @@ inline std::filesystem::path tiny_qwen3_vl_dir(const std::filesystem::path& dir)
   return dir;
 }
 
+// Qwen3-VL-MoE on the same files: every decoder layer sparse (4 experts, top 2) with a
+// load-balancing weight that matters at this size.
+inline std::filesystem::path tiny_qwen3_vl_moe_dir(const std::filesystem::path& dir) {
+  tiny_qwen3_vl_dir(dir);
+  auto config = read_json_file(dir / "config.json");
+  config["model_type"] = "qwen3_vl_moe";
+  config["architectures"] = {"Qwen3VLMoeForConditionalGeneration"};
+  auto& text = config["text_config"];
+  text["model_type"] = "qwen3_vl_moe_text";
+  text["num_experts"] = 4;
+  text["num_experts_per_tok"] = 2;
+  text["moe_intermediate_size"] = 48;
+  text["decoder_sparse_step"] = 1;
+  text["router_aux_loss_coef"] = 0.1;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
 }  // namespace mm::testing

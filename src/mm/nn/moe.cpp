@@ -24,10 +24,10 @@ MoERouting SparseMoeBlockImpl::route(const torch::Tensor& x) {
   auto probs = torch::softmax(logits, -1, torch::kFloat32);
   auto [weights, chosen] = probs.topk(options_.top_k, -1);
   if (options_.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
-  return {logits, weights.to(logits.scalar_type()), chosen};
+  return {logits, probs, weights.to(logits.scalar_type()), chosen};
 }
 
-torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x) {
+torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x, LoadBalancingLoss* balance) {
   const int64_t hidden = options_.hidden_size, k = options_.top_k;
   MM_CHECK(x.dim() >= 1 && x.size(-1) == hidden, "SparseMoeBlock: input must be [..., ", hidden, "], got ",
            x.sizes());
@@ -51,6 +51,7 @@ torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x) {
     out = out.index_add(0, tokens, y.to(out.scalar_type()));
     start += count[e];
   }
+  if (balance) out = balance->attach(out, routing.probs, routing.experts);
   return out.view(x.sizes());
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mm/nn/linear.h"
+#include "mm/nn/load_balancing.h"
 
 namespace mm {
 
@@ -34,6 +35,7 @@ struct MoEOptions {
 // What the router chose for each of `tokens` tokens.
 struct MoERouting {
   torch::Tensor logits;   // [tokens, num_experts], the input's dtype (what the aux loss reads)
+  torch::Tensor probs;    // [tokens, num_experts] fp32 softmax of the logits
   torch::Tensor weights;  // [tokens, top_k], the input's dtype
   torch::Tensor experts;  // [tokens, top_k] int64
 };
@@ -50,8 +52,9 @@ class SparseMoeBlockImpl : public torch::nn::Module {
   // gathers its tokens with index_select and adds its weighted output back with index_add, in
   // ascending expert order as transformers does), so the work is tokens * top_k rows, never a
   // dense [tokens, experts, hidden]. Costs one device-to-host copy of the per-expert counts.
-  // Keeps this call's router logits for router_logits().
-  torch::Tensor forward(const torch::Tensor& x);
+  // Keeps this call's router logits for router_logits(). `balance`: a training forward's
+  // load-balancing loss (nn/load_balancing.h), told this layer's routing and attached to its output.
+  torch::Tensor forward(const torch::Tensor& x, LoadBalancingLoss* balance = nullptr);
 
   // [tokens, num_experts] of the last forward (tokens = the flattened leading dims of x).
   // A member rather than a return value so that the block fits BlockRunner's tensor -> tensor

@@ -197,7 +197,7 @@ class VideoTrainingTask : public TrainingTask {
   TrainingData& data() override { return *data_; }
 
   // Per-sample flow-matching losses, summed.
-  at::Tensor loss_sum(const MicroBatch& micro) override {
+  at::Tensor loss_sum(const MicroBatch& micro, const StepTotals& /*totals*/) override {
     const auto& b = static_cast<const LatentBatch&>(micro);
     std::vector<at::Tensor> noise, u;
     for (int64_t j = 0; j < b.samples; ++j) {

@@ -27,20 +27,68 @@ double vlm_batch_training_flops(const QwenVLConfig& config, const TrainBatch& ba
   return qwen_vl_training_flops(config, segments, batch.num_target_tokens, grids);
 }
 
-at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch) {
+double vlm_router_aux_loss_coef(const QwenVLConfig& config, std::optional<double> configured) {
+  const auto& moe = config.text.moe;
+  if (moe.num_experts == 0) return 0;
+  return configured.value_or(moe.router_aux_loss_coef);
+}
+
+namespace {
+
+// Installs a load-balancing loss on the decoder's sparse layers for one forward, and removes it
+// again however the forward ends (a later inference forward must not feed it).
+class LoadBalancingScope {
+ public:
+  LoadBalancingScope(Qwen2Model decoder, std::shared_ptr<LoadBalancingLoss> loss)
+      : decoder_(std::move(decoder)), loss_(std::move(loss)) {
+    if (loss_) decoder_->set_load_balancing(loss_);
+  }
+  ~LoadBalancingScope() {
+    if (loss_) decoder_->set_load_balancing(nullptr);
+  }
+  LoadBalancingScope(const LoadBalancingScope&) = delete;
+  LoadBalancingScope& operator=(const LoadBalancingScope&) = delete;
+
+ private:
+  Qwen2Model decoder_;
+  std::shared_ptr<LoadBalancingLoss> loss_;
+};
+
+}  // namespace
+
+at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch, double router_aux_loss_coef,
+                        const StepTotals& totals) {
   MM_CHECK(batch.targets.defined() && batch.targets.sizes() == batch.inputs.input_ids.sizes(),
            "training batch: targets must match input_ids");
-  DeepstackInputs deepstack;
-  auto embeds = model->embed_inputs(batch.inputs, &deepstack);
-  auto hidden =
-      model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens, &deepstack);
+  const auto& moe = model->config().text.moe;
+  std::shared_ptr<LoadBalancingLoss> balance;
+  if (router_aux_loss_coef > 0 && moe.num_experts > 0) {
+    MM_CHECK(totals.micro_batches > 0 && totals.loss_units > 0,
+             "vlm_loss_sum: the load-balancing term needs the step's totals");
+    balance = std::make_shared<LoadBalancingLoss>(moe.num_experts, moe.num_experts_per_tok,
+                                                  batch.inputs.attention_mask);
+  }
+  at::Tensor hidden;
+  {
+    const LoadBalancingScope scope(model->model, balance);
+    DeepstackInputs deepstack;
+    auto embeds = model->embed_inputs(batch.inputs, &deepstack);
+    hidden =
+        model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens, &deepstack);
+  }
   auto targets = batch.targets.to(hidden.device());
   auto supervised = targets.ne(-100);
   auto rows = hidden.index({supervised});  // [target tokens, hidden]
   auto logits = model->lm_logits(rows).to(torch::kFloat32);
-  return torch::nn::functional::cross_entropy(
-      logits, targets.index({supervised}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  auto sum = torch::nn::functional::cross_entropy(
+      logits, targets.index({supervised}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  if (!balance) return sum;
+  // The step back-propagates sum / loss_units, so the term enters the sum scaled by loss_units;
+  // its gradient reaches the routers through the layers' own nodes (nn/load_balancing.h), at
+  // d(step loss)/d(aux) = coef / micro_batches.
+  const double per_micro_batch = router_aux_loss_coef / static_cast<double>(totals.micro_batches);
+  const auto aux = balance->finish(per_micro_batch);
+  return sum + aux.to(sum.device()) * (per_micro_batch * static_cast<double>(totals.loss_units));
 }
 
 StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, double lr,
@@ -50,7 +98,11 @@ StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, d
   for (const auto& batch : micro_batches)
     counts.push_back({batch.num_target_tokens, batch.num_tokens, static_cast<int64_t>(batch.sample_indices.size())});
   return train_step(
-      counts, [&](size_t i) { return vlm_loss_sum(model, micro_batches[i]); }, optimizer, lr, params, options,
+      counts,
+      [&, coef = vlm_router_aux_loss_coef(model->config())](size_t i, const StepTotals& totals) {
+        return vlm_loss_sum(model, micro_batches[i], coef, totals);
+      },
+      optimizer, lr, params, options,
       "supervised tokens");
 }
 

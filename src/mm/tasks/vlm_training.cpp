@@ -198,6 +198,10 @@ class VlmTrainingTask : public TrainingTask {
       log::info("LoRA: ", n, " adapters of rank ", config.lora.rank);
     }
     model_->train();
+    router_aux_loss_coef_ = vlm_router_aux_loss_coef(model_->config(), config.model.router_aux_loss_coef);
+    if (model_->config().text.moe.num_experts > 0)
+      log::info("MoE load-balancing loss weight: ", router_aux_loss_coef_,
+                config.model.router_aux_loss_coef ? " (model.router_aux_loss_coef)" : " (config.json)");
     data_ = std::make_unique<VlmTrainingData>(config, model_->config(), mesh);
   }
 
@@ -211,8 +215,8 @@ class VlmTrainingTask : public TrainingTask {
     model_->visual->block_runner = runner;
   }
   TrainingData& data() override { return *data_; }
-  at::Tensor loss_sum(const MicroBatch& batch) override {
-    return vlm_loss_sum(model_, static_cast<const VlmMicroBatch&>(batch).batch);
+  at::Tensor loss_sum(const MicroBatch& batch, const StepTotals& totals) override {
+    return vlm_loss_sum(model_, static_cast<const VlmMicroBatch&>(batch).batch, router_aux_loss_coef_, totals);
   }
   std::string batch_unit() const override { return config_.data.packing ? "packed rows" : "samples"; }
   std::string loss_units_name() const override { return "target_tokens"; }
@@ -255,6 +259,7 @@ class VlmTrainingTask : public TrainingTask {
   QwenVLForConditionalGeneration model_{nullptr};
   NamedTensors unloaded_;
   std::unique_ptr<VlmTrainingData> data_;
+  double router_aux_loss_coef_ = 0;  // 0: a dense model, or the MoE loss turned off
 };
 
 }  // namespace

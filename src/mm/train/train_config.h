@@ -30,6 +30,10 @@ struct TrainConfig {
     std::filesystem::path path;
     bool from_scratch = false;
     uint64_t init_seed = 0;
+    // MoE models: the weight of the load-balancing loss added to each micro-batch's loss
+    // (averaged over the step's micro-batches); unset = config.json's router_aux_loss_coef;
+    // 0 = no load-balancing loss.
+    std::optional<double> router_aux_loss_coef;
   } model;
 
   struct Data {

@@ -13,12 +13,14 @@
 
 namespace mm {
 
-StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::function<at::Tensor(size_t)>& loss_sum,
+StepResult train_step(const std::vector<MicroBatchCounts>& counts,
+                      const std::function<at::Tensor(size_t, const StepTotals&)>& loss_sum,
                       AdamW& optimizer, double lr, const std::vector<at::Tensor>& params, const StepOptions& options,
                       const char* what_units) {
   MM_CHECK(!counts.empty(), "train_step: no micro-batches");
   parallel::FullyShardedModel* dp = options.data_parallel;
   StepResult result;
+  StepTotals totals{0, static_cast<int64_t>(counts.size())};
   for (const auto& c : counts) {
     result.loss_units += c.loss_units;
     result.tokens += c.tokens;
@@ -26,15 +28,18 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
     result.model_flops += c.model_flops;
   }
   if (dp) {
-    auto totals = torch::tensor({static_cast<double>(result.loss_units), static_cast<double>(result.tokens),
-                                 static_cast<double>(result.samples), result.model_flops},
-                                torch::kFloat64);
-    dp->mesh().all_reduce_sum(totals);
-    result.loss_units = static_cast<int64_t>(totals[0].item<double>());
-    result.tokens = static_cast<int64_t>(totals[1].item<double>());
-    result.samples = static_cast<int64_t>(totals[2].item<double>());
-    result.model_flops = totals[3].item<double>();
+    auto sums = torch::tensor({static_cast<double>(result.loss_units), static_cast<double>(result.tokens),
+                               static_cast<double>(result.samples), result.model_flops,
+                               static_cast<double>(totals.micro_batches)},
+                              torch::kFloat64);
+    dp->mesh().all_reduce_sum(sums);
+    result.loss_units = static_cast<int64_t>(sums[0].item<double>());
+    result.tokens = static_cast<int64_t>(sums[1].item<double>());
+    result.samples = static_cast<int64_t>(sums[2].item<double>());
+    result.model_flops = sums[3].item<double>();
+    totals.micro_batches = static_cast<int64_t>(sums[4].item<double>());
   }
+  totals.loss_units = result.loss_units;
   MM_CHECK(result.loss_units > 0, "train_step: the step's batches have no ", what_units);
   // Autocast where the parameters are: CPU autocast for a CPU run, CUDA autocast for a GPU one.
   const auto device = params.empty() ? c10::DeviceType::CPU : params.front().device().type();
@@ -51,7 +56,7 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::fu
     {
       const NvtxRange range("forward");
       AutocastGuard autocast(options.bf16_autocast, device);
-      sum = loss_sum(i);
+      sum = loss_sum(i, totals);
     }
     {
       const NvtxRange range("backward");

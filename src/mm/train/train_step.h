@@ -35,18 +35,27 @@ struct StepResult {
   double collective_seconds = 0;  // time blocked on collectives (data parallel; excludes the counts)
 };
 
+// The whole step, over all ranks, as a micro-batch's loss may need it: a term averaged over the
+// step's micro-batches (an MoE's load-balancing loss) is added to the summed loss as
+// term * loss_units / micro_batches.
+struct StepTotals {
+  int64_t loss_units = 0;
+  int64_t micro_batches = 0;
+};
+
 // What the step needs to know of micro-batch i before computing it.
 struct MicroBatchCounts {
   int64_t loss_units = 0, tokens = 0, samples = 0;
   double model_flops = 0;  // for the FLOPs rate and MFU only
 };
 
-// loss_sum(i): micro-batch i's loss summed over its loss units (0-dim, requires grad); called
+// loss_sum(i, totals): micro-batch i's loss summed over its loss units (0-dim, requires grad); called
 // once per micro-batch in order, under autocast when options.bf16_autocast. `params`: the
 // trainable parameters (clipped together; unused with options.data_parallel, which clips over the
 // whole job; their device is the autocast device). Throws mm::Error naming `what_units` when
 // the step has no loss units at all.
-StepResult train_step(const std::vector<MicroBatchCounts>& counts, const std::function<at::Tensor(size_t)>& loss_sum,
+StepResult train_step(const std::vector<MicroBatchCounts>& counts,
+                      const std::function<at::Tensor(size_t, const StepTotals&)>& loss_sum,
                       AdamW& optimizer, double lr, const std::vector<at::Tensor>& params, const StepOptions& options,
                       const char* what_units = "loss units");
 

@@ -366,7 +366,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
     std::vector<MicroBatchCounts> counts;
     for (const auto& b : micro) counts.push_back({b->loss_units, b->tokens, b->samples, b->model_flops});
     const auto result = train_step(
-        counts, [&](size_t i) { return task_->loss_sum(*micro[i]); }, *optimizer_, lr, params_, step_options,
+        counts, [&](size_t i, const StepTotals& totals) { return task_->loss_sum(*micro[i], totals); }, *optimizer_, lr, params_, step_options,
         task_->loss_units_name().c_str());
     if (!result.skipped) update_ema();
     ++step_;

@@ -20,6 +20,7 @@
 #include "mm/data/skip_tally.h"
 #include "mm/nn/block_runner.h"
 #include "mm/parallel/fully_shard.h"
+#include "mm/train/train_step.h"
 
 namespace mm {
 
@@ -85,8 +86,9 @@ class TrainingTask {
 
   virtual TrainingData& data() = 0;
   // The loss of one micro-batch summed over its loss_units (0-dim, requires grad). The trainer
-  // runs it under autocast when the run is bf16 and scales it by the step's total units.
-  virtual at::Tensor loss_sum(const MicroBatch& batch) = 0;
+  // runs it under autocast when the run is bf16 and scales it by the step's total units
+  // (`totals`, over all ranks, for terms averaged over micro-batches).
+  virtual at::Tensor loss_sum(const MicroBatch& batch, const StepTotals& totals) = 0;
 
   // "samples", "packed rows", "clips": what micro_batch_size counts, for the log.
   virtual std::string batch_unit() const = 0;

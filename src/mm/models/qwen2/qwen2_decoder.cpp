@@ -105,10 +105,10 @@ Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int6
 }
 
 torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
-                                             const AttentionMask& mask, KVCache* cache) {
+                                             const AttentionMask& mask, KVCache* cache, LoadBalancingLoss* balance) {
   auto h = x + self_attn->forward(input_layernorm(x), rope, mask, cache);
   auto normed = post_attention_layernorm(h);
-  return h + (moe ? moe(normed) : mlp(normed));
+  return h + (moe ? moe->forward(normed, balance) : mlp(normed));
 }
 
 Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2TextConfig& config) : config_(config) {
@@ -171,11 +171,14 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* layer = layers[i]->as<Qwen2DecoderLayer>();
     if (!block_runner) {
-      h = layer->forward(h, rope, mask, cache);
+      h = layer->forward(h, rope, mask, cache, load_balancing_.get());
     } else {
       // The runner may call `run` again in backward, after this frame is gone: capture by value.
       h = block_runner(
-          *layer, [layer, rope, mask, cache](const torch::Tensor& x) { return layer->forward(x, rope, mask, cache); },
+          *layer,
+          [layer, rope, mask, cache, balance = load_balancing_](const torch::Tensor& x) {
+            return layer->forward(x, rope, mask, cache, balance.get());
+          },
           h);
     }
     if (visual_mask.defined() && i < deepstack->embeds.size()) {

@@ -81,9 +81,9 @@ TORCH_MODULE(Qwen2Attention);
 class Qwen2DecoderLayerImpl : public torch::nn::Module {
  public:
   Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index);
-  // x: [batch, seq, hidden] -> [batch, seq, hidden]
+  // x: [batch, seq, hidden] -> [batch, seq, hidden]. balance: see SparseMoeBlockImpl::forward.
   torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
-                        KVCache* cache);
+                        KVCache* cache, LoadBalancingLoss* balance = nullptr);
 
   Qwen2Attention self_attn{nullptr};
   // One of the two, registered as "mlp": the dense MLP, or the experts of a sparse layer
@@ -119,6 +119,11 @@ class Qwen2ModelImpl : public torch::nn::Module {
   // layer order (empty for a dense decoder): what load_balancing_loss reads.
   std::vector<torch::Tensor> router_logits() const;
 
+  // The load-balancing loss the coming training forwards feed (nullptr: none): each forward
+  // hands it to every sparse layer, and a layer recomputed in backward gets the one its forward
+  // had even if this was changed since. Ignored by a dense decoder.
+  void set_load_balancing(std::shared_ptr<LoadBalancingLoss> loss) { load_balancing_ = std::move(loss); }
+
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
@@ -129,6 +134,7 @@ class Qwen2ModelImpl : public torch::nn::Module {
 
  private:
   Qwen2TextConfig config_;
+  std::shared_ptr<LoadBalancingLoss> load_balancing_;
 };
 TORCH_MODULE(Qwen2Model);
 
