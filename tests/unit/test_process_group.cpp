@@ -2,10 +2,6 @@
 // through TCPStore and Gloo's collectives give the right results across real processes (this
 // binary re-executed as each rank), and a missing master or a taken port ends in a clear error
 // within the timeout instead of a hang.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <iostream>
 #include <thread>
@@ -13,9 +9,8 @@
 #include "mm/dist/nccl_group.h"
 #include "mm/dist/process_group.h"
 #include "mm/parallel/device_mesh.h"
+#include "rank_processes.h"
 #include "testing.h"
-
-extern char** environ;
 
 namespace mm {
 namespace {
@@ -84,63 +79,12 @@ const int kWorkerStatus = [] {
 
 // ---- parent side -------------------------------------------------------------------------------
 
-// Starts this binary as rank `rank` of `world` with the torchrun variables set.
-pid_t spawn_rank(int rank, int world, int port) {
-  const std::vector<std::pair<std::string, std::string>> rank_vars = {
-      {"MM_TEST_PG_WORKER", "1"}, {"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
-      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(world)},
-      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"OMP_NUM_THREADS", "1"}};
-  std::vector<std::string> vars;
-  // The inherited environment minus what is set here (getenv would find an inherited RANK first).
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var = *e;
-    bool replaced = false;
-    for (const auto& [k, _] : rank_vars) replaced = replaced || var.rfind(k + "=", 0) == 0;
-    if (!replaced) vars.push_back(var);
-  }
-  for (const auto& [k, v] : rank_vars) vars.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& v : vars) envp.push_back(v.data());
-  envp.push_back(nullptr);
-  std::string exe = fs::read_symlink("/proc/self/exe").string();
-  char* argv[] = {exe.data(), nullptr};
-  pid_t pid = -1;
-  EXPECT_EQ(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
-  return pid;
-}
-
-// Waits for every pid up to `limit`, killing what is left then; returns the exit statuses
-// (-1 for a process that did not exit normally or was killed).
-std::vector<int> wait_all(const std::vector<pid_t>& pids, std::chrono::seconds limit) {
-  std::vector<int> statuses(pids.size(), -2);
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  size_t done = 0;
-  while (done < pids.size() && std::chrono::steady_clock::now() < deadline) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (statuses[i] != -2) continue;
-      int status = 0;
-      if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        statuses[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        ++done;
-      }
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  for (size_t i = 0; i < pids.size(); ++i)
-    if (statuses[i] == -2) {
-      ::kill(pids[i], SIGKILL);
-      ::waitpid(pids[i], nullptr, 0);
-      statuses[i] = -1;
-    }
-  return statuses;
-}
-
 void expect_collectives_right(int world) {
   ASSERT_TRUE(dist::gloo_available()) << "built without Gloo (install libgloo-dev and reconfigure)";
   const int port = testing::free_port();
   std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) pids.push_back(spawn_rank(r, world, port));
-  const auto statuses = wait_all(pids, 120s);
+  for (int r = 0; r < world; ++r) pids.push_back(testing::spawn_rank(r, world, port, "MM_TEST_PG_WORKER"));
+  const auto statuses = testing::wait_all(pids, 120s);
   for (int r = 0; r < world; ++r) EXPECT_EQ(statuses[r], 0) << "rank " << r << " of " << world;
 }
 
