@@ -1,5 +1,6 @@
 # Distributed runtime: multi-process Gloo tests on CPU (each test spawns its own ranks).
 mm_test(test_process_group)
 mm_test(test_autograd_collectives)
+mm_test(test_expert_parallel)
 mm_test(test_launcher)
 mm_test(test_data_parallel)

@@ -27,32 +27,48 @@ MoERouting SparseMoeBlockImpl::route(const torch::Tensor& x) {
   return {logits, probs, weights.to(logits.scalar_type()), chosen};
 }
 
+ExpertOrder sort_by_expert(const MoERouting& routing, int64_t num_experts) {
+  const int64_t k = routing.experts.size(-1);
+  auto assigned = routing.experts.reshape(-1);
+  auto order = torch::argsort(assigned, /*stable=*/true);
+  ExpertOrder out;
+  out.token_of = torch::div(order, k, "floor");
+  out.weight_of = routing.weights.reshape(-1).index_select(0, order);
+  const auto counts = torch::bincount(assigned, {}, num_experts).to(torch::kCPU);
+  out.count.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + num_experts);
+  return out;
+}
+
 torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x, LoadBalancingLoss* balance) {
-  const int64_t hidden = options_.hidden_size, k = options_.top_k;
+  const int64_t hidden = options_.hidden_size;
   MM_CHECK(x.dim() >= 1 && x.size(-1) == hidden, "SparseMoeBlock: input must be [..., ", hidden, "], got ",
            x.sizes());
   auto flat = x.reshape({-1, hidden});  // [tokens, hidden]
   auto routing = route(flat);
   router_logits_ = routing.logits;
-  // Assignments (token * k + slot) grouped by expert; stable keeps each group in token order.
-  auto assigned = routing.experts.reshape(-1);
-  auto order = torch::argsort(assigned, /*stable=*/true);
-  auto token_of = torch::div(order, k, "floor");
-  auto weight_of = routing.weights.reshape(-1).index_select(0, order);
-  auto counts = torch::bincount(assigned, {}, options_.num_experts).to(torch::kCPU);
-  const auto* count = counts.data_ptr<int64_t>();
+  auto out = dispatch ? dispatch(*this, flat, routing) : run_local_experts(flat, routing);
+  if (balance) out = balance->attach(out, routing.probs, routing.experts);
+  return out.view(x.sizes());
+}
+
+torch::Tensor SparseMoeBlockImpl::run_expert(int64_t e, const torch::Tensor& rows) {
+  return experts->ptr<GatedMLPImpl>(e)->forward(rows);
+}
+
+torch::Tensor SparseMoeBlockImpl::run_local_experts(const torch::Tensor& flat, const MoERouting& routing) {
+  const auto sorted = sort_by_expert(routing, options_.num_experts);
   auto out = torch::zeros_like(flat);
   int64_t start = 0;
   for (int64_t e = 0; e < options_.num_experts; ++e) {
-    if (count[e] == 0) continue;
-    auto tokens = token_of.narrow(0, start, count[e]);
-    auto weights = weight_of.narrow(0, start, count[e]).unsqueeze(-1);
-    auto y = experts->ptr<GatedMLPImpl>(e)->forward(flat.index_select(0, tokens)) * weights;
+    const int64_t n = sorted.count[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    auto tokens = sorted.token_of.narrow(0, start, n);
+    auto weights = sorted.weight_of.narrow(0, start, n).unsqueeze(-1);
+    auto y = run_expert(e, flat.index_select(0, tokens)) * weights;
     out = out.index_add(0, tokens, y.to(out.scalar_type()));
-    start += count[e];
+    start += n;
   }
-  if (balance) out = balance->attach(out, routing.probs, routing.experts);
-  return out.view(x.sizes());
+  return out;
 }
 
 torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts,

@@ -15,6 +15,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,24 @@ struct MoERouting {
   torch::Tensor experts;  // [tokens, top_k] int64
 };
 
+class SparseMoeBlockImpl;
+
+// How routed tokens reach their experts and come back: flat [tokens, hidden] and the routing ->
+// [tokens, hidden], each token's weighted sum of its experts' outputs. Set from outside, as
+// BlockRunner is: expert parallelism (parallel/expert_parallel.h) sends the tokens to the ranks
+// holding their experts; unset, the block runs every expert itself (run_local_experts).
+using ExpertDispatch =
+    std::function<torch::Tensor(SparseMoeBlockImpl& block, const torch::Tensor& flat, const MoERouting& routing)>;
+
+// The assignments (token * top_k + slot) of a routing sorted by expert, stable so that each
+// expert's tokens keep their order, as both dispatches group them.
+struct ExpertOrder {
+  torch::Tensor token_of;              // [tokens * top_k] int64: the token of each sorted assignment
+  torch::Tensor weight_of;             // [tokens * top_k]: its routing weight
+  std::vector<int64_t> count;          // [num_experts] assignments per expert (host)
+};
+ExpertOrder sort_by_expert(const MoERouting& routing, int64_t num_experts);
+
 class SparseMoeBlockImpl : public torch::nn::Module {
  public:
   explicit SparseMoeBlockImpl(const MoEOptions& options);
@@ -55,6 +74,13 @@ class SparseMoeBlockImpl : public torch::nn::Module {
   // Keeps this call's router logits for router_logits(). `balance`: a training forward's
   // load-balancing loss (nn/load_balancing.h), told this layer's routing and attached to its output.
   torch::Tensor forward(const torch::Tensor& x, LoadBalancingLoss* balance = nullptr);
+
+  // Every routed token through its experts here: flat [tokens, hidden] -> [tokens, hidden].
+  torch::Tensor run_local_experts(const torch::Tensor& flat, const MoERouting& routing);
+  // Expert e's MLP on rows [n, hidden] -> [n, hidden] (unweighted).
+  torch::Tensor run_expert(int64_t e, const torch::Tensor& rows);
+
+  ExpertDispatch dispatch;
 
   // [tokens, num_experts] of the last forward (tokens = the flattened leading dims of x).
   // A member rather than a return value so that the block fits BlockRunner's tensor -> tensor
