@@ -46,6 +46,15 @@ echo "$ours"; echo "$theirs"
 echo -n "tokens/s: "; ratio "$ours" "$theirs" tokens_per_s
 echo -n "peak RSS (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
 
+[ -f "$WORK/model_qwen3_vl_moe/config.json" ] ||
+  (cd "$REF" && "$PY" make_bench_model_qwen3_vl.py "$WORK/model_qwen3_vl_moe" "$WORK/tokenizer" moe >/dev/null 2>&1)
+echo "== Qwen3-VL-MoE training step (the same; 8 experts of 192, top 2, every layer; load-balancing loss), $THREADS threads: mmtrain vs transformers"
+ours=$("$BUILD/bench/bench_train" "$WORK/model_qwen3_vl_moe" "$THREADS" 5 4)
+theirs=$("$PY" "$REF/bench_train.py" "$WORK/model_qwen3_vl_moe" "$THREADS" 5 4)
+echo "$ours"; echo "$theirs"
+echo -n "tokens/s: "; ratio "$ours" "$theirs" tokens_per_s
+echo -n "peak RSS (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
+
 echo "== data parallel training step, 1 thread per process, 4 conversations per process: 1 and 2 processes"
 echo "   (FSDP: sharded over both; DDP: replicated), mmtrain vs torch FSDP2 (fully_shard) over transformers"
 port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }

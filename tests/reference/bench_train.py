@@ -1,5 +1,6 @@
 """Reference side of the training-step benchmark: a plain PyTorch loop over transformers'
-Qwen2.5-VL or Qwen3-VL (the model directory's model_type picks the class; forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
+Qwen2.5-VL, Qwen3-VL or Qwen3-VL-MoE (the model directory's model_type picks the class; the MoE
+model's forward adds its load-balancing loss, output_router_logits=True, as mmtrain's step does; forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
 Trainer's default adamw_torch_fused) with the same shapes as bench/bench_train.cpp.
 Usage: bench_train.py MODEL_DIR THREADS STEPS BATCH -> one JSON line. Under torchrun every rank
 trains BATCH samples of its own per step with torch's FSDP2 (fully_shard on each ViT block and
@@ -9,7 +10,8 @@ import json, os, resource, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
-from transformers import Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration
+from transformers import (Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration,
+                          Qwen3VLMoeForConditionalGeneration)
 
 
 def peak_rss_mb():
@@ -21,7 +23,9 @@ torch.set_num_threads(threads)
 rss_before_model = peak_rss_mb()
 with open(os.path.join(model_dir, "config.json")) as f:
     model_type = json.load(f)["model_type"]
-model_class = {"qwen2_5_vl": Qwen2_5_VLForConditionalGeneration, "qwen3_vl": Qwen3VLForConditionalGeneration}[model_type]
+model_class = {"qwen2_5_vl": Qwen2_5_VLForConditionalGeneration, "qwen3_vl": Qwen3VLForConditionalGeneration,
+               "qwen3_vl_moe": Qwen3VLMoeForConditionalGeneration}[model_type]
+moe = model_type == "qwen3_vl_moe"
 model = model_class.from_pretrained(model_dir, dtype=torch.float32)
 model.train()
 cfg = model.config
@@ -70,10 +74,14 @@ if world > 1:  # the loss is divided by the target count of all ranks, as mmtrai
 
 
 def step():
-    logits = model(**inputs).logits
+    output = model(**inputs, **(dict(output_router_logits=True) if moe else {}))
+    logits = output.logits
     loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100,
                            reduction="sum")
-    (loss / count).backward()
+    loss = loss / count
+    if moe:  # one micro-batch per step: the aux term enters at its full weight
+        loss = loss + cfg.text_config.router_aux_loss_coef * output.aux_loss
+    loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad()

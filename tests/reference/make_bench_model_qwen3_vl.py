@@ -2,17 +2,21 @@
 Qwen2.5-VL (decoder 8 x 512 with 8 heads of 64, vision tower 8 x 256) with Qwen3-VL's parts
 (16-pixel patches, a 16 x 16 learned position table, DeepStack after vision blocks 1, 3 and 5,
 q/k norms, interleaved M-RoPE), random weights, the tokenizer the tokenizer oracle trains and
-Qwen3-VL's image (16-pixel patches) and video processors.
-Usage: make_bench_model_qwen3_vl.py OUT_DIR TOKENIZER_DIR"""
+Qwen3-VL's image (16-pixel patches) and video processors. With `moe`, the Qwen3-VL-MoE model of
+the same widths: every decoder layer sparse, 8 experts of width 192, top 2 (the ratios of
+Qwen3-VL-30B-A3B: 128 experts of 768 over a 2048 hidden, top 8).
+Usage: make_bench_model_qwen3_vl.py OUT_DIR TOKENIZER_DIR [moe]"""
 import os, sys
 
 import torch
 from transformers import (AutoTokenizer, Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
-                          Qwen3VLProcessor, Qwen3VLVideoProcessor)
+                          Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor,
+                          Qwen3VLVideoProcessor)
 
 from qwen3_vl_chat_template import QWEN3_VL_INSTRUCT_TEMPLATE
 
 out, tok_dir = sys.argv[1], sys.argv[2]
+moe = len(sys.argv) > 3 and sys.argv[3] == "moe"
 os.makedirs(out, exist_ok=True)
 torch.manual_seed(0)
 tokenizer = AutoTokenizer.from_pretrained(tok_dir)
@@ -21,8 +25,9 @@ Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(patch_size=16, image_mean
                  tokenizer=tokenizer, video_processor=Qwen3VLVideoProcessor(),
                  chat_template=QWEN3_VL_INSTRUCT_TEMPLATE).save_pretrained(out)
 ids = tokenizer.convert_tokens_to_ids
-config = Qwen3VLConfig(
-    text_config=dict(vocab_size=len(tokenizer), hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+sparse = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=192, decoder_sparse_step=1) if moe else {}
+config = (Qwen3VLMoeConfig if moe else Qwen3VLConfig)(
+    text_config=dict(**sparse, vocab_size=len(tokenizer), hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
                      num_attention_heads=8, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
                      rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [12, 10, 10],
                                       "mrope_interleaved": True},
@@ -31,6 +36,6 @@ config = Qwen3VLConfig(
                        patch_size=16, num_position_embeddings=256, deepstack_visual_indexes=[1, 3, 5]),
     image_token_id=ids("<|image_pad|>"), video_token_id=ids("<|video_pad|>"),
     vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"))
-model = Qwen3VLForConditionalGeneration(config)
+model = (Qwen3VLMoeForConditionalGeneration if moe else Qwen3VLForConditionalGeneration)(config)
 model.generation_config.eos_token_id = ids("<|im_end|>")
 model.save_pretrained(out)
