@@ -57,18 +57,22 @@ torch::Tensor SparseMoeBlockImpl::run_expert(int64_t e, const torch::Tensor& row
 
 torch::Tensor SparseMoeBlockImpl::run_local_experts(const torch::Tensor& flat, const MoERouting& routing) {
   const auto sorted = sort_by_expert(routing, options_.num_experts);
-  auto out = torch::zeros_like(flat);
+  // One gather of every assignment's row, each expert on its contiguous run, one weighted
+  // index_add at the end: index_add adds in index order, so each token still sums its experts
+  // in ascending expert order, as transformers' per-expert loop does, without a full-size copy
+  // of the output (and of its gradient) per expert.
+  const auto rows = flat.index_select(0, sorted.token_of);
+  std::vector<torch::Tensor> outputs;
   int64_t start = 0;
   for (int64_t e = 0; e < options_.num_experts; ++e) {
     const int64_t n = sorted.count[static_cast<size_t>(e)];
     if (n == 0) continue;
-    auto tokens = sorted.token_of.narrow(0, start, n);
-    auto weights = sorted.weight_of.narrow(0, start, n).unsqueeze(-1);
-    auto y = run_expert(e, flat.index_select(0, tokens)) * weights;
-    out = out.index_add(0, tokens, y.to(out.scalar_type()));
+    outputs.push_back(run_expert(e, rows.narrow(0, start, n)));
     start += n;
   }
-  return out;
+  if (outputs.empty()) return torch::zeros_like(flat);  // no tokens
+  auto weighted = torch::cat(outputs) * sorted.weight_of.unsqueeze(-1);
+  return torch::zeros_like(flat).index_add(0, sorted.token_of, weighted.to(flat.scalar_type()));
 }
 
 torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logits, int64_t num_experts,
