@@ -67,10 +67,11 @@ class SparseMoeBlockImpl : public torch::nn::Module {
   // Qwen3MoeTopKRouter). x: [tokens, hidden].
   MoERouting route(const torch::Tensor& x);
 
-  // x: [..., hidden] -> [..., hidden]. Tokens are grouped per expert (one sort; each expert
-  // gathers its tokens with index_select and adds its weighted output back with index_add, in
-  // ascending expert order as transformers does), so the work is tokens * top_k rows, never a
-  // dense [tokens, experts, hidden]. Costs one device-to-host copy of the per-expert counts.
+  // x: [..., hidden] -> [..., hidden]. Tokens are grouped per expert (one sort), each expert runs
+  // on its contiguous run of rows and the weighted outputs are added back in ascending expert
+  // order as transformers does (run_local_experts, or `dispatch` when set), so the work is
+  // tokens * top_k rows, never a dense [tokens, experts, hidden]. Costs one device-to-host copy
+  // of the per-expert counts.
   // Keeps this call's router logits for router_logits(). `balance`: a training forward's
   // load-balancing loss (nn/load_balancing.h), told this layer's routing and attached to its output.
   torch::Tensor forward(const torch::Tensor& x, LoadBalancingLoss* balance = nullptr);
