@@ -5,7 +5,10 @@
 // other coordinate. The groups carry tensors of the mesh's device: Gloo for a CPU mesh, NCCL for
 // a CUDA one (sub-groups split from the NCCL world); a CUDA mesh also keeps a Gloo world for the
 // host scalars (token counts, loss sums) that all_reduce_sum and barrier() carry. A one-process
-// mesh has no groups at all.
+// mesh has no groups at all. Several dimensions can also be flattened into one group (the ranks
+// that share every coordinate outside them), as torch's DeviceMesh._flatten: FSDP cuts the
+// non-expert parameters over dp_shard x ep, since expert parallelism borrows its ranks from the
+// data-sharding ones (torchtitan's layout).
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -22,6 +25,10 @@ namespace mm::parallel {
 enum class MeshDim { pp, dp_replicate, dp_shard, cp, tp, ep };
 const char* to_string(MeshDim dim);  // "dp_shard", ...
 
+// The ranks FSDP cuts the non-expert parameters over (and whose norms it sums): the data-sharding
+// ranks, those an ep dimension took included. Experts are cut over dp_shard alone.
+inline const std::vector<MeshDim> kDataShardDims{MeshDim::dp_shard, MeshDim::ep};
+
 class DeviceMesh {
  public:
   using Dims = std::vector<std::pair<MeshDim, int64_t>>;
@@ -32,8 +39,9 @@ class DeviceMesh {
   // sizes must equal the job's world size. With groups_of_one, dimensions of size 1 (and a world
   // of one) get groups too, of one rank: what runs sharded training's collective path on a machine
   // with one GPU (the GPU check) or one process (its CPU twin).
+  // `flattened`: the sets of dimensions (two or more of size > 1 each) that also get one group.
   DeviceMesh(const dist::Rendezvous& job, Dims dims, c10::Device device = c10::Device(c10::kCPU),
-             bool groups_of_one = false);
+             bool groups_of_one = false, std::vector<std::vector<MeshDim>> flattened = {});
   ~DeviceMesh();  // shuts NCCL groups down (sub-groups first)
   DeviceMesh(const DeviceMesh&) = delete;
   DeviceMesh& operator=(const DeviceMesh&) = delete;
@@ -48,6 +56,12 @@ class DeviceMesh {
   c10::Device device() const { return device_; }
   // The group along `dim` (its size ranks), or null when the size is 1 (unless groups_of_one).
   const c10::intrusive_ptr<c10d::Backend>& group(MeshDim dim) const;
+  // The same over several dimensions at once: the product of their sizes, this rank's row-major
+  // index over them (in the mesh's order), and their group: a single dimension's own when only
+  // one of them has size > 1, else one the constructor flattened (an error names a missing one).
+  int64_t size(const std::vector<MeshDim>& dims) const;
+  int64_t coordinate(const std::vector<MeshDim>& dims) const;
+  const c10::intrusive_ptr<c10d::Backend>& group(const std::vector<MeshDim>& dims) const;
   // All ranks of the job, for tensors on device(); null for one process.
   const c10::intrusive_ptr<c10d::Backend>& world() const { return world_; }
   const Dims& dims() const { return dims_; }
@@ -62,6 +76,7 @@ class DeviceMesh {
   Dims dims_;
   std::vector<int64_t> coordinates_;
   std::vector<c10::intrusive_ptr<c10d::Backend>> groups_;
+  std::vector<std::pair<std::vector<MeshDim>, c10::intrusive_ptr<c10d::Backend>>> flattened_groups_;
   c10::intrusive_ptr<c10d::Backend> world_, host_world_;  // the same Gloo group on a CPU mesh
   c10::Device device_{c10::kCPU};
   int64_t rank_ = 0, world_size_ = 1;
