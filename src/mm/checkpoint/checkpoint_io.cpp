@@ -290,8 +290,11 @@ NamedTensors whole_tensors(const nlohmann::json& layouts, const std::vector<Chec
     const auto shape = layout["shape"].get<std::vector<int64_t>>();
     at::Tensor whole;
     if (!layout["sharded"].get<bool>()) {
-      MM_CHECK(slices[0].contains(name), slices[0].path().string(), " has no tensor ", name, " (", where, ")");
-      whole = slices[0].tensor(name);
+      // In slice 0's file, or (the optimizer's step count of an expert under expert parallelism)
+      // in the file of the rank that held it.
+      for (const auto& slice : slices)
+        if (!whole.defined() && slice.contains(name)) whole = slice.tensor(name);
+      MM_CHECK(whole.defined(), "no slice file holds ", name, " (", where, ")");
     } else {
       std::vector<at::Tensor> rows;
       for (const auto& slice : slices)

@@ -63,7 +63,8 @@ LoadedTrainingCheckpoint load_training_checkpoint(const std::filesystem::path& d
 // Every rank writes its own pieces into the same directory (on a filesystem all ranks share):
 //   sharding.json                          how each tensor is cut (see ShardedWrite::layout)
 //   model-shard-00001-of-00004.safetensors  the rows shard 1 holds of each sharded tensor (and,
-//   optimizer-shard-00001-of-00004...       in shard 0's files, every whole tensor)
+//   optimizer-shard-00001-of-00004...       in shard 0's files, every whole tensor; under expert
+//                                           parallelism each rank's experts are in its own files)
 //   rng-rank-00003.safetensors              each rank's generators
 //   trainer_state.json, extra files         rank 0
 // Rank 0 prepares and commits (rename, `latest`) with barriers between, so the protocol and the

@@ -24,7 +24,7 @@ ShardedPieces sharded_checkpoint_pieces(const parallel::FullyShardedModel& paral
                                         const NamedTensors& optimizer_state);
 
 // "exp_avg.<param>" / "exp_avg_sq.<param>" of whole shape -> this rank's padded slices; "step.*"
-// unchanged.
+// unchanged; another expert-parallel rank's experts' state left out.
 NamedTensors local_optimizer_state(const parallel::FullyShardedModel& parallel, const NamedTensors& whole_state);
 
 // The global data position a trainer_state.json holds ("data"), also from a checkpoint written

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <map>
+
 #include "mm/core/error.h"
 
 namespace mm::parallel {
@@ -90,6 +92,86 @@ ExpertRange apply_expert_parallel(SparseMoeBlockImpl& block, const Group& group)
     return dispatch_over(b, flat, routing, group, mine);
   };
   return mine;
+}
+
+bool ExpertPlacement::holds(const std::string& name) const {
+  for (const auto& p : params)
+    if (p.name == name) return p.local;
+  return false;
+}
+
+bool ExpertPlacement::elsewhere(const std::string& name) const {
+  for (const auto& p : params)
+    if (p.name == name) return !p.local;
+  return false;
+}
+
+std::vector<std::pair<std::string, std::string>> ExpertPlacement::counterparts() const {
+  std::map<std::string, const ExpertParameter*> local;  // block | local index | suffix
+  auto key = [this](const ExpertParameter& p) {
+    return p.block + "|" + std::to_string(p.expert % experts_per_rank) + "|" + p.suffix;
+  };
+  for (const auto& p : params)
+    if (p.local) local[key(p)] = &p;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& p : params)
+    if (!p.local) out.emplace_back(p.name, local.at(key(p))->name);
+  return out;
+}
+
+ExpertPlacement apply_expert_parallel(torch::nn::Module& model, const Group& group) {
+  MM_CHECK(group, "expert parallelism: no ep group (one rank)");
+  ExpertPlacement out;
+  out.group = group;
+  out.ep_size = group->getSize();
+  out.ep_rank = group->getRank();
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto* block = dynamic_cast<SparseMoeBlockImpl*>(item.value().get());
+    if (!block) continue;
+    // Recorded before the release empties the tensors.
+    const int64_t num_experts = block->options().num_experts;
+    const auto mine = local_experts(num_experts, out.ep_size, out.ep_rank);
+    out.experts_per_rank = mine.count;
+    for (int64_t e = 0; e < num_experts; ++e)
+      for (const auto& p : block->experts[static_cast<size_t>(e)]->named_parameters()) {
+        ExpertParameter param;
+        param.block = item.key();
+        param.suffix = p.key();
+        param.expert = e;
+        param.name = str_cat(item.key(), ".experts.", e, ".", p.key());
+        param.shape = p.value().sizes().vec();
+        param.tensor = p.value();
+        param.local = mine.contains(e);
+        out.params.push_back(std::move(param));
+      }
+    apply_expert_parallel(*block, group);
+  }
+  MM_CHECK(!out.params.empty(), "expert parallelism (parallel.ep=", out.ep_size, "): the model has no MoE layer");
+  return out;
+}
+
+void gather_experts(ExpertPlacement& placement) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, ExpertParameter*> by_key;  // block | expert | suffix
+  auto key = [](const std::string& block, int64_t e, const std::string& suffix) {
+    return block + "|" + std::to_string(e) + "|" + suffix;
+  };
+  for (auto& p : placement.params) by_key[key(p.block, p.expert, p.suffix)] = &p;
+  // Local expert l of rank r is expert r * per_rank + l: the i-th local parameter of every rank
+  // has the same block, suffix and shape, so one all-gather over the group gives them all.
+  for (auto& p : placement.params) {
+    if (!p.local) continue;
+    const int64_t l = p.expert - placement.ep_rank * placement.experts_per_rank;
+    std::vector<at::Tensor> slots;
+    for (int64_t r = 0; r < placement.ep_size; ++r) {
+      auto* owner = by_key.at(key(p.block, r * placement.experts_per_rank + l, p.suffix));
+      if (!owner->local) owner->tensor.set_data(torch::empty(owner->shape, p.tensor.options()));
+      slots.push_back(owner->local ? torch::empty_like(p.tensor) : owner->tensor.detach());
+    }
+    std::vector<std::vector<at::Tensor>> outputs{slots};
+    std::vector<at::Tensor> inputs{p.tensor.detach().contiguous()};
+    placement.group->allgather(outputs, inputs)->wait();
+  }
 }
 
 }  // namespace mm::parallel

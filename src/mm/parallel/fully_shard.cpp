@@ -21,12 +21,14 @@ struct FullyShardedModel::Param {
   int64_t rows = 0;          // dim 0 of the whole parameter
   int64_t rows_per_shard = 0;
   int64_t local_numel = 0;   // rows_per_shard * (elements per row)
+  const Space* space = nullptr;  // its unit's
 };
 
 struct FullyShardedModel::Unit {
   std::string name;
   torch::nn::Module* block = nullptr;
   Placement placement = Placement::shard;
+  const Space* space = nullptr;  // the ranks it is cut over (when sharded)
   std::vector<Param> params;
   bool gathered = true;  // the module's tensors hold the whole parameters
   // An all-gather in flight (prefetched), with its input and output: both held until the compute
@@ -84,40 +86,55 @@ struct PostBackwardHook : torch::autograd::Function<PostBackwardHook> {
 }  // namespace
 
 FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMesh& mesh, ShardingOptions options,
-                                     c10::Device compute_device, const NamedTensorList& weights)
+                                     c10::Device compute_device, const NamedTensorList& weights,
+                                     ExpertPlacement* experts)
     : mesh_(mesh),
       options_(options),
       compute_device_(compute_device),
       storage_device_(options.cpu_offload ? c10::Device(c10::kCPU) : compute_device),
       streams_(compute_device) {
-  shard_group_ = mesh.group(MeshDim::dp_shard);
+  data_space_ = {mesh.group(kDataShardDims), mesh.coordinate(kDataShardDims), mesh.size(kDataShardDims)};
+  expert_space_ = {mesh.group(MeshDim::dp_shard), mesh.coordinate(MeshDim::dp_shard), mesh.size(MeshDim::dp_shard)};
   replicate_group_ = mesh.group(MeshDim::dp_replicate);
   dp_group_ = mesh.world();
-  shard_index_ = mesh.coordinate(MeshDim::dp_shard);
-  shard_count_ = mesh.size(MeshDim::dp_shard);
+  experts_ = experts;
   torch::NoGradGuard no_grad;
   for (auto& spec : specs) {
-    Unit unit;
+    Unit unit, expert_unit;
     unit.name = spec.name;
     unit.block = spec.block;
+    unit.space = &data_space_;
     // No shard group (one shard) is no sharding: such a unit is replicated over all data-parallel
     // ranks. A group of one (DeviceMesh's groups_of_one) still runs the sharded path.
-    unit.placement = shard_group_ ? spec.placement : Placement::replicate;
+    unit.placement = data_space_.group ? spec.placement : Placement::replicate;
+    // A block's local experts: always the sharded path (over a group of one when dp_shard = ep),
+    // so that every ep rank writes its own experts' pieces.
+    expert_unit.name = spec.name + " experts";
+    expert_unit.block = spec.block;
+    expert_unit.space = &expert_space_;
+    expert_unit.placement = Placement::shard;
     for (auto& [name, tensor] : spec.params) {
+      if (held_elsewhere(name)) continue;
       Param p;
       p.name = name;
       p.full = tensor;
       p.rows = tensor.dim() == 0 ? 1 : tensor.size(0);
-      unit.params.push_back(std::move(p));
+      Unit& into = experts_ && experts_->holds(name) ? expert_unit : unit;
+      p.space = into.space;
+      into.params.push_back(std::move(p));
     }
-    if (unit.block) unit_of_block_[unit.block] = units_.size();
-    units_.push_back(std::move(unit));
+    for (auto* u : {&unit, &expert_unit}) {
+      if (u->params.empty()) continue;
+      if (u->block) units_of_block_[u->block].push_back(units_.size());
+      units_.push_back(std::move(*u));
+    }
   }
   for (auto& unit : units_)
     for (auto& p : unit.params)
       MM_CHECK(param_by_name_.emplace(p.name, &p).second, "sharded model: parameter ", p.name, " is in two units");
   std::map<std::string, at::Tensor> by_name;
   for (const auto& [name, tensor] : weights) {
+    if (held_elsewhere(name)) continue;  // another rank's expert: never read here
     MM_CHECK(param_by_name_.count(name), "sharded model: the weights name ", name, ", which no unit holds");
     by_name.emplace(name, tensor);
     weight_bytes_total_ += tensor.numel() * static_cast<int64_t>(tensor.element_size());
@@ -161,7 +178,8 @@ void FullyShardedModel::shard_unit(Unit& unit, const std::map<std::string, at::T
     Layout layout;
     layout.shape = p.full.sizes().vec();
     layout.sharded = sharded(unit);
-    layout.shards = layout.sharded ? shard_count_ : 1;
+    const Space& space = *unit.space;
+    layout.shards = layout.sharded ? space.count : 1;
     if (!sharded(unit)) {
       // The whole tensor, on the compute device: copied from the weights, or moved there when
       // the model was built elsewhere (adapters added to a model built on the CPU).
@@ -181,7 +199,7 @@ void FullyShardedModel::shard_unit(Unit& unit, const std::map<std::string, at::T
       continue;
     }
     MM_CHECK(p.full.dim() >= 1, "sharding ", p.name, ": a 0-dim parameter cannot be cut on dim 0");
-    p.rows_per_shard = (p.rows + shard_count_ - 1) / shard_count_;
+    p.rows_per_shard = (p.rows + space.count - 1) / space.count;
     p.local_numel = p.rows_per_shard * numel_per_row(p.full);
     layout.rows_per_shard = p.rows_per_shard;
     layouts_[p.name] = layout;
@@ -189,7 +207,7 @@ void FullyShardedModel::shard_unit(Unit& unit, const std::map<std::string, at::T
     // weights, only this rank's rows are read.
     p.local = local_slice(p.name, from ? *from : p.full).to(storage_device_, at::kFloat).requires_grad_(p.full.requires_grad());
     if (from) {
-      const int64_t begin = std::min(p.rows, shard_index_ * p.rows_per_shard);
+      const int64_t begin = std::min(p.rows, space.index * p.rows_per_shard);
       weight_bytes_read_ += std::min(p.rows - begin, p.rows_per_shard) * numel_per_row(*from) *
                             static_cast<int64_t>(from->element_size());
       release_mapped_pages(*from);
@@ -208,7 +226,7 @@ at::Tensor FullyShardedModel::local_slice(const std::string& name, const at::Ten
   auto shape = whole.sizes().vec();
   shape[0] = p.rows_per_shard;
   auto out = torch::zeros(shape, whole.options().device(storage_device_));
-  const int64_t begin = std::min(p.rows, shard_index_ * p.rows_per_shard);
+  const int64_t begin = std::min(p.rows, p.space->index * p.rows_per_shard);
   const int64_t valid = std::min(p.rows - begin, p.rows_per_shard);
   if (valid > 0) out.narrow(0, 0, valid).copy_(whole.narrow(0, begin, valid));
   return out;
@@ -218,7 +236,7 @@ at::Tensor FullyShardedModel::checkpoint_piece(const std::string& name, const at
   const auto& layout = layouts_.at(name);
   if (!layout.sharded) return local;
   const Param& p = param(name);
-  const int64_t begin = std::min(p.rows, shard_index_ * p.rows_per_shard);
+  const int64_t begin = std::min(p.rows, p.space->index * p.rows_per_shard);
   return local.narrow(0, 0, std::min(p.rows - begin, p.rows_per_shard));
 }
 
@@ -227,6 +245,8 @@ const FullyShardedModel::Param& FullyShardedModel::param(const std::string& name
   MM_CHECK(found != param_by_name_.end(), "sharded model: no parameter named ", name);
   return *found->second;
 }
+
+bool FullyShardedModel::writes_whole(const std::string& name) const { return param(name).space->index == 0; }
 
 NamedTensorList FullyShardedModel::optimizer_parameters() const {
   NamedTensorList out;
@@ -242,13 +262,13 @@ NamedTensorList FullyShardedModel::optimizer_parameters() const {
 // the copy-in and gathers. The compute stream waits for the gather only when unshard needs it, so
 // a prefetched gather overlaps the current unit's compute. On the CPU the same steps run in turn.
 void FullyShardedModel::start_gather(Unit& unit) {
-  if (unit.gathered || unit.gather_work || !sharded(unit)) return;
+  if (unit.gathered || unit.gather_work || unit.gather_out.defined() || !sharded(unit)) return;
   int64_t total = 0;
   for (const auto& p : unit.params) total += p.local_numel;
   // Every parameter of a unit has the compute dtype (or, gathered for export, the masters').
   const auto options = unit.params.front().full.options().device(compute_device_);
+  const Space& space = *unit.space;
   unit.gather_in = torch::empty({total}, options);
-  unit.gather_out = torch::empty({shard_count_ * total}, options);
   std::vector<at::Tensor> slots, slices;
   int64_t offset = 0;
   for (const auto& p : unit.params) {
@@ -256,6 +276,12 @@ void FullyShardedModel::start_gather(Unit& unit) {
     slices.push_back(p.local.detach());
     offset += p.local_numel;
   }
+  if (!space.group) {  // cut over one rank (experts with dp_shard = ep): the slice is the whole
+    at::_foreach_copy_(slots, slices);
+    unit.gather_out = unit.gather_in;
+    return;
+  }
+  unit.gather_out = torch::empty({space.count * total}, options);
   streams_.wait_for_compute(SideStream::copy_in);
   streams_.run_on(SideStream::copy_in, [&] { at::_foreach_copy_(slots, slices, /*non_blocking=*/true); });
   streams_.order(SideStream::copy_in, SideStream::all_gather);
@@ -263,23 +289,24 @@ void FullyShardedModel::start_gather(Unit& unit) {
     const NvtxRange range("all_gather");
     c10d::AllgatherOptions gather;
     gather.asyncOp = streams_.collective_is_async();
-    unit.gather_work = shard_group_->_allgather_base(unit.gather_out, unit.gather_in, gather);
+    unit.gather_work = space.group->_allgather_base(unit.gather_out, unit.gather_in, gather);
   });
 }
 
 void FullyShardedModel::unshard(Unit& unit) {
   if (unit.gathered || !sharded(unit)) return;
   start_gather(unit);
-  wait(unit.gather_work);
+  if (unit.gather_work) wait(unit.gather_work);
   unit.gather_work.reset();
   torch::NoGradGuard no_grad;
   int64_t total = 0;
   for (const auto& p : unit.params) total += p.local_numel;
-  const auto gathered = unit.gather_out.view({shard_count_, total});
+  const int64_t count = unit.space->count;
+  const auto gathered = unit.gather_out.view({count, total});
   int64_t offset = 0;
   for (auto& p : unit.params) {
     auto shape = p.full.sizes().vec();
-    shape[0] = shard_count_ * p.rows_per_shard;
+    shape[0] = count * p.rows_per_shard;
     const auto whole = gathered.narrow(1, offset, p.local_numel).reshape(shape).narrow(0, 0, p.rows);
     allocate_storage(p.full);
     // variable_data(): a view with its own version counter, so the copy does not count as an
@@ -294,8 +321,8 @@ void FullyShardedModel::unshard(Unit& unit) {
 
 void FullyShardedModel::reshard(Unit& unit) {
   if (!sharded(unit) || gathered_for_export_) return;
-  if (unit.gather_work) {  // a prefetch nobody used
-    wait(unit.gather_work);
+  if (unit.gather_work || unit.gather_out.defined()) {  // a prefetch nobody used
+    if (unit.gather_work) wait(unit.gather_work);
     unit.gather_work.reset();
     unit.gather_in.reset();
     unit.gather_out.reset();
@@ -318,25 +345,29 @@ void FullyShardedModel::prefetch_after(size_t unit, bool backward) {
 
 BlockRunner FullyShardedModel::block_runner(BlockRunner inner) {
   return [this, inner](torch::nn::Module& block, const BlockFn& run, const at::Tensor& input) -> at::Tensor {
-    const auto found = unit_of_block_.find(&block);
-    if (found == unit_of_block_.end()) return inner ? inner(block, run, input) : run(input);
-    const size_t index = found->second;
-    Unit& unit = units_[index];
-    unshard(unit);
+    const auto found = units_of_block_.find(&block);
+    if (found == units_of_block_.end()) return inner ? inner(block, run, input) : run(input);
+    const std::vector<size_t> indices = found->second;  // the block's unit, then its experts'
     const bool training = torch::GradMode::is_enabled();
-    if (training) {
-      current_order_.push_back(index);
-      prefetch_after(index, /*backward=*/false);
-    }
     at::Tensor x = input;
-    if (training) {
-      // The anchor makes the hook part of the graph even when the input needs no gradient.
-      auto anchor = torch::empty({0}, input.options().requires_grad(true));
-      x = PostBackwardHook::apply(input, anchor, &unit.on_post_backward);
+    for (const size_t index : indices) {
+      Unit& unit = units_[index];
+      unshard(unit);
+      if (training) {
+        current_order_.push_back(index);
+        prefetch_after(index, /*backward=*/false);
+        // The anchor makes the hook part of the graph even when the input needs no gradient.
+        auto anchor = torch::empty({0}, input.options().requires_grad(true));
+        x = PostBackwardHook::apply(x, anchor, &unit.on_post_backward);
+      }
     }
     auto output = inner ? inner(block, run, x) : run(x);
-    if (training && output.requires_grad()) output.register_hook([this, index](const at::Tensor&) { pre_backward(index); });
-    if (training && options_.reshard_after_forward) reshard(unit);
+    if (training && output.requires_grad())
+      output.register_hook([this, indices](const at::Tensor&) {
+        for (const size_t index : indices) pre_backward(index);
+      });
+    if (training && options_.reshard_after_forward)
+      for (const size_t index : indices) reshard(units_[index]);
     return output;
   };
 }
@@ -375,9 +406,10 @@ void FullyShardedModel::reduce_gradients(Unit& unit) {
     if (!grad.defined()) grad = torch::zeros(p.full.sizes(), p.full.options());
     grad = grad.to(options_.reduce_dtype);
     if (sharded(unit)) {
+      const int64_t count = unit.space->count;
       std::vector<int64_t> pad(2 * static_cast<size_t>(grad.dim()), 0);
-      pad.back() = shard_count_ * p.rows_per_shard - p.rows;  // rows at the end of dim 0
-      grad = at::constant_pad_nd(grad, pad).reshape({shard_count_, p.local_numel});
+      pad.back() = count * p.rows_per_shard - p.rows;  // rows at the end of dim 0
+      grad = at::constant_pad_nd(grad, pad).reshape({count, p.local_numel});
     } else {
       grad = grad.reshape({1, -1});
     }
@@ -390,6 +422,11 @@ void FullyShardedModel::reduce_gradients(Unit& unit) {
   // compute stream has waited for the reduction.
   unit.reduce_in = torch::cat(pieces, 1);  // [shards, packed local slices]
   const bool shard = sharded(unit);
+  const auto& shard_group = unit.space->group;
+  if (shard && !shard_group) {  // cut over one rank: the slice's gradient is final
+    unit.reduce_out = unit.reduce_in.view({-1});
+    return;
+  }
   if (shard)
     unit.reduce_out = torch::empty({unit.reduce_in.size(1)}, unit.reduce_in.options());
   else
@@ -401,7 +438,7 @@ void FullyShardedModel::reduce_gradients(Unit& unit) {
       c10d::ReduceScatterOptions reduce;
       reduce.asyncOp = streams_.collective_is_async();
       auto flat = unit.reduce_in.view({-1});
-      unit.reduce_work = shard_group_->_reduce_scatter_base(unit.reduce_out, flat, reduce);
+      unit.reduce_work = shard_group->_reduce_scatter_base(unit.reduce_out, flat, reduce);
     } else {
       const NvtxRange range("all_reduce");
       c10d::AllreduceOptions reduce;
@@ -481,10 +518,12 @@ at::Tensor FullyShardedModel::clip_grad_norm_tensor(double max_norm) {
     if (grads.empty()) return torch::zeros({}, torch::TensorOptions(torch::kFloat).device(compute_device_));
     return at::stack(at::_foreach_norm(grads, 2)).to(compute_device_, torch::kFloat).square().sum();
   };
+  // Summed over the data-sharding ranks: each sharded element (experts' included, cut over
+  // dp_shard and spread over ep) is on exactly one of them.
   auto sharded_sq = squares(sharded_grads).reshape({1});
-  if (shard_group_) {
+  if (data_space_.group) {
     std::vector<at::Tensor> buffers{sharded_sq};
-    wait(shard_group_->allreduce(buffers));
+    wait(data_space_.group->allreduce(buffers));
   }
   const auto total = (sharded_sq[0] + squares(replicated_grads)).sqrt();
   if (max_norm > 0) {
@@ -524,6 +563,7 @@ void FullyShardedModel::gather_all_for_export() {
       p.full.set_data(torch::empty(p.full.sizes(), p.full.options().dtype(p.local.scalar_type())));
     unshard(unit);
   }
+  if (experts_) gather_experts(*experts_);
   gathered_for_export_ = true;
 }
 

@@ -18,6 +18,12 @@
 // their buffers held until the compute stream waited for them (collective_streams.h); parameters
 // are cast to param_dtype in the copy-in and gradients to reduce_dtype before they are reduced.
 //
+// With expert parallelism (expert_parallel.h) the non-expert parameters are cut over the flattened
+// dp_shard x ep ranks (kDataShardDims), and each block's local experts form a unit of their own,
+// gathered and reduced with the block but cut over dp_shard alone (the ranks that hold the same
+// experts: torchtitan's efsdp), and never replicated across ep; other ranks' experts are not
+// held at all.
+//
 // Contract: all ranks run the same units in the same order in every micro-batch (as with torch's
 // FSDP); e.g. a text-only micro-batch on one rank while another has images would stall the
 // sharded vision blocks' all-gathers until the timeout.
@@ -34,6 +40,7 @@
 
 #include "mm/parallel/collective_streams.h"
 #include "mm/parallel/device_mesh.h"
+#include "mm/parallel/expert_parallel.h"
 #include "mm/nn/block_runner.h"
 #include "mm/nn/sharding_plan.h"
 
@@ -67,8 +74,11 @@ class FullyShardedModel {
   // parameters they name instead: each rank copies only the rows of its own slices from them (and
   // whole tensors for replicated units), so a model too big for one rank loads on several; the
   // module's own tensors of those parameters are never read.
+  // `experts` (apply_expert_parallel's, when the mesh has an ep dimension): which parameters are
+  // experts, this rank's and others' (those are skipped, also in `weights`). Kept by reference.
   FullyShardedModel(std::vector<UnitSpec> units, const DeviceMesh& mesh, ShardingOptions options,
-                    c10::Device compute_device, const NamedTensorList& weights = {});
+                    c10::Device compute_device, const NamedTensorList& weights = {},
+                    ExpertPlacement* experts = nullptr);
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -104,8 +114,20 @@ class FullyShardedModel {
     int64_t rows_per_shard = 0, shards = 1;
   };
   const std::map<std::string, Layout>& layouts() const { return layouts_; }
-  int64_t shard_index() const { return shard_index_; }
-  int64_t shard_count() const { return shard_count_; }
+  // This rank's slice index (the checkpoint file it writes) and the slice count, over the
+  // data-sharding ranks.
+  int64_t shard_index() const { return data_space_.index; }
+  int64_t shard_count() const { return data_space_.count; }
+  // Whether this rank writes parameter `name`'s whole tensors into the checkpoint (those not cut
+  // into rows, e.g. its optimizer step count): slice 0 for all but experts, whose owner's first
+  // slice writes them.
+  bool writes_whole(const std::string& name) const;
+  // Whether `name` is another rank's expert (not held here, so not in this rank's state).
+  bool held_elsewhere(const std::string& name) const { return experts_ && experts_->elsewhere(name); }
+  // Those parameters, each with the local expert parameter laid out as it is: (theirs, ours).
+  std::vector<std::pair<std::string, std::string>> experts_held_elsewhere() const {
+    return experts_ ? experts_->counterparts() : std::vector<std::pair<std::string, std::string>>{};
+  }
   // This rank's piece of `tensor` (a parameter's local slice or optimizer state shaped like it):
   // the unpadded rows for sharded parameters, the tensor itself when replicated.
   at::Tensor checkpoint_piece(const std::string& name, const at::Tensor& local) const;
@@ -115,9 +137,9 @@ class FullyShardedModel {
   NamedTensorList checkpoint_pieces() const;
   // Sets every parameter from whole tensors by name (each must be present, shape checked).
   void load_whole(const NamedTensorList& whole, const std::string& source);
-  // Gathers every sharded unit in its masters' dtype (fp32) and keeps it gathered: the module
-  // holds all parameters, as before sharding (for export and evaluation after training).
-  // Collective; the model trains no further afterwards.
+  // Gathers every sharded unit in its masters' dtype (fp32) and keeps it gathered, and every
+  // other rank's experts too: the module holds all parameters, as before sharding (for export and
+  // evaluation after training). Collective; the model trains no further afterwards.
   void gather_all_for_export();
 
   ShardedMemory memory() const;
@@ -133,6 +155,11 @@ class FullyShardedModel {
  private:
   struct Param;
   struct Unit;
+  // Ranks a unit is cut over: its group (null for one), this rank's index and their count.
+  struct Space {
+    c10::intrusive_ptr<c10d::Backend> group;
+    int64_t index = 0, count = 1;
+  };
 
   void shard_unit(Unit& unit, const std::map<std::string, at::Tensor>& weights);
   void start_gather(Unit& unit);
@@ -150,10 +177,11 @@ class FullyShardedModel {
   ShardingOptions options_;
   c10::Device compute_device_, storage_device_;
   CollectiveStreams streams_;
-  c10::intrusive_ptr<c10d::Backend> shard_group_, replicate_group_, dp_group_;
-  int64_t shard_index_ = 0, shard_count_ = 1;
+  c10::intrusive_ptr<c10d::Backend> replicate_group_, dp_group_;
+  Space data_space_, expert_space_;  // everything but experts; the experts (dp_shard alone)
+  ExpertPlacement* experts_ = nullptr;
   std::vector<Unit> units_;
-  std::map<torch::nn::Module*, size_t> unit_of_block_;
+  std::map<torch::nn::Module*, std::vector<size_t>> units_of_block_;  // the block's, then its experts'
   std::map<std::string, const Param*> param_by_name_;
   std::map<std::string, Layout> layouts_;
   std::vector<size_t> forward_order_, current_order_;  // block units in the order forward runs them

@@ -161,7 +161,7 @@ class VideoTrainingTask : public TrainingTask {
     load.text_encoder = load.vae = !config.from_features() && !m.random_frozen;
     // Sharded over several ranks, the transformer is built without its weights and each rank
     // copies only its own rows of them (take_unloaded_weights); otherwise it loads whole.
-    const bool sharded_load = !m.from_scratch && mesh.size(parallel::MeshDim::dp_shard) > 1;
+    const bool sharded_load = !m.from_scratch && mesh.size(parallel::kDataShardDims) > 1;
     load.transformer = !m.from_scratch && !sharded_load;
     load.device = resolve_device(config.train.device, "train.device");  // straight onto it
     model_ = WanModel::from_pretrained(m.path, load);

@@ -44,7 +44,7 @@ BuiltModel build_model(const TrainConfig& config, const parallel::DeviceMesh& me
     init_weights(built.model, m.init_seed);
     return built;
   }
-  if (mesh.size(parallel::MeshDim::dp_shard) > 1) {
+  if (mesh.size(parallel::kDataShardDims) > 1) {
     auto unloaded = QwenVLForConditionalGenerationImpl::from_pretrained_unloaded(m.path, torch::kFloat32);
     return {unloaded.model, std::move(unloaded.weights)};
   }

@@ -78,6 +78,7 @@ void read_output_section(const YAML::Node& root, const std::string& file, TrainC
 void read_parallel_section(const YAML::Node& root, const std::string& file, TrainConfig::Parallel& out, bool towers) {
   ConfigSection parallel(root, file, "parallel");
   parallel.read("dp_shard", out.dp_shard);
+  parallel.read("ep", out.ep);
   parallel.read("reshard_after_forward", out.reshard_after_forward);
   parallel.read("prefetch", out.prefetch);
   parallel.read_enum("param_dtype", out.param_dtype, {{"fp32", at::kFloat}, {"bf16", at::kBFloat16}});
@@ -90,6 +91,7 @@ void read_parallel_section(const YAML::Node& root, const std::string& file, Trai
   }
   parallel.read("timeout_s", out.timeout_s);
   parallel.check(out.dp_shard >= 0, "dp_shard", "must not be negative (0: all ranks)");
+  parallel.check(out.ep >= 1, "ep", "must be at least 1 (1: no expert parallelism)");
   parallel.check(out.timeout_s > 0, "timeout_s", "must be positive");
   parallel.finish();
 }

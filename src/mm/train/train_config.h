@@ -104,9 +104,13 @@ struct TrainConfig {
   } output;
 
   // Data parallelism when launched as several processes (mmtrain launch, torchrun, Slurm); ignored
-  // by a single process. WORLD_SIZE = dp_replicate x dp_shard.
+  // by a single process. WORLD_SIZE = dp_replicate x dp_shard (ep is carved out of dp_shard).
   struct Parallel {
     int64_t dp_shard = 0;  // ranks each sharded unit is cut over (FSDP); 0 = all; 1 = plain DDP
+    // Expert parallelism (MoE models): each of ep ranks holds 1/ep of every MoE layer's experts and
+    // tokens travel to them by all-to-all. The ep ranks are taken from the dp_shard ones (ep must
+    // divide dp_shard); they still read different data. Experts are FSDP-cut over dp_shard / ep.
+    int64_t ep = 1;
     bool reshard_after_forward = true;
     bool prefetch = true;
     at::ScalarType param_dtype = at::kFloat;   // fp32 | bf16: dtype of gathered parameters (compute)

@@ -85,6 +85,7 @@ class Trainer {
   // Always, one process included: a mesh of one replicates every unit and issues no collective,
   // so every run takes the same step, checkpoint and export path.
   std::unique_ptr<parallel::FullyShardedModel> parallel_;
+  std::optional<parallel::ExpertPlacement> experts_;  // with parallel.ep > 1
   std::unique_ptr<AdamW> optimizer_;
   NamedParams named_params_;       // what the optimizer updates (shards under FSDP)
   std::vector<at::Tensor> params_;
@@ -108,9 +109,17 @@ void Trainer::setup_model(c10::Device device, const NamedTensors& unloaded_weigh
   }
   log::info("model: ", total, " parameters, ", trainable, " trainable");
   MM_CHECK(trainable > 0, "nothing to train: every parameter is frozen (see freeze.* and lora.*)");
+  if (mesh_->size(parallel::MeshDim::ep) > 1) {
+    // Before sharding: the other ranks' experts are released, so that no rank holds them.
+    experts_ = parallel::apply_expert_parallel(module, mesh_->group(parallel::MeshDim::ep));
+    const int64_t first = experts_->ep_rank * experts_->experts_per_rank;
+    log::info("expert parallelism over ep=", experts_->ep_size, ": this rank holds experts [", first, ", ",
+              first + experts_->experts_per_rank, ") of each MoE layer, cut over dp_shard=",
+              mesh_->size(parallel::MeshDim::dp_shard));
+  }
   parallel_ = std::make_unique<parallel::FullyShardedModel>(task_->sharding_units(), *mesh_,
                                                             sharding_options(settings_.parallel), device,
-                                                            unloaded_weights);
+                                                            unloaded_weights, experts_ ? &*experts_ : nullptr);
   if (!unloaded_weights.empty())
     log::info("sharded loading: this rank read ", parallel_->weight_bytes_read(), " B of the checkpoint's ",
               parallel_->weight_bytes_total(), " B");

@@ -10,19 +10,30 @@ namespace mm {
 
 void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<dist::Rendezvous>& job,
                          std::unique_ptr<parallel::DeviceMesh>& mesh, c10::Device device) {
+  using parallel::MeshDim;
   const auto env = dist::DistEnv::from_env();
   if (!env.distributed()) {
+    MM_CHECK(parallel.ep == 1, "parallel.ep=", parallel.ep,
+             " needs as many processes (mmtrain launch, torchrun); this is one process");
     mesh = std::make_unique<parallel::DeviceMesh>();
     return;
   }
   const int64_t shard = parallel.dp_shard == 0 ? env.world_size : parallel.dp_shard;
   MM_CHECK(env.world_size % shard == 0, "parallel.dp_shard=", shard, " does not divide WORLD_SIZE=", env.world_size);
+  MM_CHECK(shard % parallel.ep == 0, "parallel.ep=", parallel.ep, " does not divide parallel.dp_shard=", shard,
+           " (expert parallelism takes its ranks from the data-sharding ones)");
   dist::RendezvousOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
   job = dist::rendezvous(env, options);
-  mesh = std::make_unique<parallel::DeviceMesh>(
-      *job, parallel::DeviceMesh::Dims{{parallel::MeshDim::dp_replicate, env.world_size / shard}, {parallel::MeshDim::dp_shard, shard}},
-      device);
+  // With ep > 1 the dp_shard dimension of the mesh is what is left of it (dp_shard / ep: the
+  // ranks each expert is cut over); FSDP cuts the rest over the flattened dp_shard x ep.
+  parallel::DeviceMesh::Dims dims{{MeshDim::dp_replicate, env.world_size / shard}, {MeshDim::dp_shard, shard / parallel.ep}};
+  std::vector<std::vector<MeshDim>> flattened;
+  if (parallel.ep > 1) {
+    dims.emplace_back(MeshDim::ep, parallel.ep);
+    if (shard / parallel.ep > 1) flattened.push_back(parallel::kDataShardDims);
+  }
+  mesh = std::make_unique<parallel::DeviceMesh>(*job, dims, device, /*groups_of_one=*/false, flattened);
   log::info("data parallel over ", env.world_size, " processes: ", mesh->describe(), " (",
             device.is_cuda() ? "NCCL" : "Gloo", " collectives)");
 }
