@@ -1,11 +1,13 @@
 // Training-step throughput and memory: forward + backward + clipping + fused AdamW on the
 // benchmark's small Qwen2.5-VL (or its Qwen3-VL sibling), for micro-batches of image conversations. The reference side,
 // tests/reference/bench_train.py, runs the same shapes through a plain PyTorch loop over
-// transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD] -> one JSON line on
-// stdout. Started as several ranks (mmtrain launch --program bench_train -- ...), every rank
+// transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD [EP]] -> one JSON line
+// on stdout. Started as several ranks (mmtrain launch --program bench_train -- ...), every rank
 // trains BATCH samples of its own per step under data parallelism (DP_SHARD 1: replicated, 0:
-// sharded over all ranks); rank 0 prints tokens/s over all ranks and the step time split into
-// waiting on collectives and the rest (computation, with the communication it overlaps).
+// sharded over all ranks; EP > 1: a MoE model's experts spread over EP of the sharding ranks,
+// as `parallel.ep` in a run config); rank 0 prints tokens/s over all ranks and the step time split into
+// waiting on FSDP's collectives, in the dispatch's all-to-alls, and the rest (computation, with
+// the communication it overlaps).
 // Sample k: <bos> + 20 + k % 7 text tokens, a 16 x 16-patch image (64 merged tokens), 30 + k % 5
 // prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch.
 #include <torch/torch.h>
@@ -17,6 +19,7 @@
 #include <variant>
 
 #include "mm/parallel/device_mesh.h"
+#include "mm/parallel/expert_parallel.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/dist/process_group.h"
 #include "mm/models/qwen_vl/qwen_vl_model.h"
@@ -60,8 +63,8 @@ mm::TrainSample make_sample(const mm::QwenVLConfig& config, int64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
-    std::cerr << "usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD]\n";
+  if (argc < 5 || argc > 7) {
+    std::cerr << "usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD [EP]]\n";
     return 2;
   }
   torch::set_num_threads(std::stoi(argv[2]));
@@ -77,15 +80,26 @@ int main(int argc, char** argv) {
   std::optional<mm::dist::Rendezvous> job;
   std::unique_ptr<mm::parallel::DeviceMesh> mesh;
   std::unique_ptr<mm::parallel::FullyShardedModel> parallel;
-  int64_t shard = 1;
+  std::optional<mm::parallel::ExpertPlacement> experts;
+  int64_t shard = 1, ep = 1;
   if (env.distributed()) {
-    shard = argc == 6 && std::stoll(argv[5]) > 0 ? std::stoll(argv[5]) : env.world_size;
+    using mm::parallel::MeshDim;
+    shard = argc >= 6 && std::stoll(argv[5]) > 0 ? std::stoll(argv[5]) : env.world_size;
+    ep = argc == 7 ? std::stoll(argv[6]) : 1;
     job = mm::dist::rendezvous(env);
-    mesh = std::make_unique<mm::parallel::DeviceMesh>(
-        *job, mm::parallel::DeviceMesh::Dims{{mm::parallel::MeshDim::dp_replicate, env.world_size / shard}, {mm::parallel::MeshDim::dp_shard, shard}});
+    // The trainer's mesh (train/trainer_common.cpp): ep carved out of dp_shard.
+    mm::parallel::DeviceMesh::Dims dims{{MeshDim::dp_replicate, env.world_size / shard}, {MeshDim::dp_shard, shard / ep}};
+    std::vector<std::vector<MeshDim>> flattened;
+    if (ep > 1) {
+      dims.emplace_back(MeshDim::ep, ep);
+      if (shard / ep > 1) flattened.push_back(mm::parallel::kDataShardDims);
+    }
+    mesh = std::make_unique<mm::parallel::DeviceMesh>(*job, dims, torch::Device(torch::kCPU), false, flattened);
+    if (ep > 1) experts = mm::parallel::apply_expert_parallel(*model, mesh->group(MeshDim::ep));
     parallel = std::make_unique<mm::parallel::FullyShardedModel>(
         mm::qwen_vl_sharding_units(model, mm::parallel::Placement::shard, mm::parallel::Placement::shard), *mesh,
-        mm::parallel::ShardingOptions{}, torch::Device(torch::kCPU));
+        mm::parallel::ShardingOptions{}, torch::Device(torch::kCPU), mm::parallel::NamedTensorList{},
+        experts ? &*experts : nullptr);
     auto runner = parallel->block_runner(nullptr);
     model->model->block_runner = runner;
     model->visual->block_runner = runner;
@@ -106,7 +120,7 @@ int main(int argc, char** argv) {
   options.data_parallel = parallel.get();
 
   mm::train_step(model, optimizer, optim.lr, params, micro, options);  // warm-up
-  std::vector<double> seconds, waits;
+  std::vector<double> seconds, waits, exchanges;
   int64_t tokens = 0;
   for (int i = 0; i < steps; ++i) {
     if (mesh) mesh->barrier();  // every rank starts the step together
@@ -114,15 +128,18 @@ int main(int argc, char** argv) {
     const auto result = mm::train_step(model, optimizer, optim.lr, params, micro, options);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     waits.push_back(result.collective_seconds);
+    exchanges.push_back(result.all_to_all_seconds);
     tokens = result.tokens;
   }
   std::sort(seconds.begin(), seconds.end());
   std::sort(waits.begin(), waits.end());
+  std::sort(exchanges.begin(), exchanges.end());
   const double median = seconds[seconds.size() / 2];
   if (env.rank != 0) return 0;
-  std::cout << "{\"impl\": \"mmtrain\", \"processes\": " << env.world_size << ", \"dp_shard\": " << shard
+  std::cout << "{\"impl\": \"mmtrain\", \"processes\": " << env.world_size << ", \"dp_shard\": " << shard << ", \"ep\": " << ep
             << ", \"tokens_per_step\": " << tokens << ", \"step_ms\": " << median * 1e3
             << ", \"collective_wait_ms\": " << waits[waits.size() / 2] * 1e3
+            << ", \"all_to_all_ms\": " << exchanges[exchanges.size() / 2] * 1e3
             << ", \"tokens_per_s\": " << tokens / median << ", \"peak_rss_mb\": " << peak_rss_mb()
             << ", \"training_rss_mb\": " << peak_rss_mb() - rss_before_model_mb << "}\n";
 }

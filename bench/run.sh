@@ -76,6 +76,26 @@ for name, line in (('FSDP', sys.argv[1]), ('DDP', sys.argv[2])):
     r = json.loads(line)
     print(f'{name} step: {r[\"step_ms\"]:.0f} ms = {r[\"collective_wait_ms\"]:.0f} ms waiting on collectives + {r[\"step_ms\"] - r[\"collective_wait_ms\"]:.0f} ms computing')" "$fsdp" "$ddp"
 
+echo "== expert parallelism: the Qwen3-VL-MoE step above on 2 processes, 1 thread each, 4 conversations per process:"
+echo "   FSDP over both (every rank computes all 8 experts for its own tokens) vs FSDP + ep=2 (each rank holds and"
+echo "   computes 4 experts for both ranks' tokens, sent there and back by all-to-all), vs torch FSDP2 over transformers"
+moe_fsdp=$(OMP_NUM_THREADS=1 "$BUILD/mmtrain" --log-level warn launch --nproc-per-node 2 --master-port "$(port)" \
+  --program "$BUILD/bench/bench_train" -- "$WORK/model_qwen3_vl_moe" 1 5 4 0)
+moe_ep=$(OMP_NUM_THREADS=1 "$BUILD/mmtrain" --log-level warn launch --nproc-per-node 2 --master-port "$(port)" \
+  --program "$BUILD/bench/bench_train" -- "$WORK/model_qwen3_vl_moe" 1 5 4 0 2)
+moe_ref=$(OMP_NUM_THREADS=1 "$(dirname "$PY")/torchrun" --nproc-per-node 2 --master-port "$(port)" \
+  "$REF/bench_train.py" "$WORK/model_qwen3_vl_moe" 1 5 4 2>/dev/null)
+echo "$moe_fsdp"; echo "$moe_ep"; echo "$moe_ref"
+echo -n "ep=2 / FSDP, tokens/s: "; ratio "$moe_ep" "$moe_fsdp" tokens_per_s
+echo -n "ep=2 / FSDP, rank 0 training RSS (lower is better): "; ratio "$moe_ep" "$moe_fsdp" training_rss_mb
+echo -n "FSDP over 2 processes, mmtrain / torch, tokens/s: "; ratio "$moe_fsdp" "$moe_ref" tokens_per_s
+"$PY" -c "import json,sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for name, r in (('FSDP', a), ('FSDP + ep=2', b)):
+    rest = r[\"step_ms\"] - r[\"collective_wait_ms\"] - r[\"all_to_all_ms\"]
+    print(f'{name} step: {r[\"step_ms\"]:.0f} ms = {r[\"collective_wait_ms\"]:.0f} ms waiting on FSDP collectives + {r[\"all_to_all_ms\"]:.0f} ms in the dispatch all-to-alls + {rest:.0f} ms the rest')
+print(f'dispatch cost per step at ep=2: {b[\"all_to_all_ms\"]:.0f} ms in all-to-alls ({100 * b[\"all_to_all_ms\"] / b[\"step_ms\"]:.1f}% of the step); step time against FSDP alone: {b[\"step_ms\"] - a[\"step_ms\"]:+.0f} ms')" "$moe_fsdp" "$moe_ep"
+
 # Wan: the DiT training step and the VAE decode, models made by diffusers (bench_wan.py make).
 # Every measurement runs in a process of its own, so that each peak RSS is that run's.
 wan() { "$BUILD/bench/bench_wan" "$@"; }

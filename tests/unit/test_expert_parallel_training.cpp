@@ -52,6 +52,15 @@ TEST(ExpertParallelTraining, TwoRanksWithHalfTheExpertsEachEqualOneProcess) {
   EXPECT_NE(run.output.find("expert parallelism over ep=2: this rank holds experts [0, 2) of each MoE layer"),
             std::string::npos)
       << run.output;
+  // The dispatch's all-to-alls are timed in every step's metrics.
+  int timed = 0;
+  for (const auto& record : records(run.dir / "run"))
+    if (record.contains("step")) {
+      ASSERT_TRUE(record.contains("all_to_all_wait_s")) << record.dump();
+      EXPECT_GT(record["all_to_all_wait_s"].get<double>(), 0.0) << record.dump();
+      ++timed;
+    }
+  EXPECT_EQ(timed, kSteps);
   // Rank 0 holds half the experts and, cut over the flattened dp_shard x ep, half the rest.
   auto parameter_bytes = [](const RunResult& r) {
     for (const auto& record : records(r.dir / "run"))

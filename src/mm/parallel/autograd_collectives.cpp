@@ -2,12 +2,17 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <numeric>
 
 #include "mm/core/error.h"
 
 namespace mm::parallel {
 namespace {
+
+// Nanoseconds blocked in exchange_rows; atomic since backward may run on autograd's threads.
+std::atomic<int64_t> exchange_nanoseconds{0};
 
 int64_t total(const std::vector<int64_t>& counts) { return std::accumulate(counts.begin(), counts.end(), int64_t{0}); }
 
@@ -24,7 +29,9 @@ at::Tensor exchange_rows(const at::Tensor& x, std::vector<int64_t> send, std::ve
   auto sizes = input.sizes().vec();
   sizes[0] = total(recv);
   auto output = torch::empty(sizes, input.options());
+  const auto start = std::chrono::steady_clock::now();
   group->alltoall_base(output, input, recv, send)->wait();
+  exchange_nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   return output;
 }
 
@@ -154,5 +161,7 @@ at::Tensor reduce_scatter_along(const at::Tensor& x, int64_t dim, const std::vec
   const int64_t d = checked_dim(x, dim, "reduce_scatter_along");
   return ReduceScatterRows::apply(x.movedim(d, 0), sizes, group).movedim(0, d);
 }
+
+double take_exchange_seconds() { return static_cast<double>(exchange_nanoseconds.exchange(0)) * 1e-9; }
 
 }  // namespace mm::parallel

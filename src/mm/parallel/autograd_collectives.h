@@ -39,4 +39,9 @@ at::Tensor all_gather_along(const at::Tensor& x, int64_t dim, const std::vector<
 at::Tensor reduce_scatter_along(const at::Tensor& x, int64_t dim, const std::vector<int64_t>& sizes,
                                 const Group& group);
 
+// Seconds this process has spent in the exchanges above (every all-to-all, forward and backward,
+// from its start until its data arrived) since the last call: what a step reports as the
+// dispatch's communication (all_to_all_wait_s).
+double take_exchange_seconds();
+
 }  // namespace mm::parallel

@@ -6,6 +6,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/nvtx_range.h"
+#include "mm/parallel/autograd_collectives.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/train/autocast.h"
 #include "mm/train/grad_clip.h"
@@ -85,6 +86,7 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts,
   result.skipped = !std::isfinite(result.grad_norm);
   if (result.skipped) optimizer.forget_last_step();
   if (dp) result.collective_seconds = dp->take_wait_seconds();
+  result.all_to_all_seconds = parallel::take_exchange_seconds();
   return result;
 }
 

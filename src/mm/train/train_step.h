@@ -33,6 +33,7 @@ struct StepResult {
   int64_t tokens = 0, loss_units = 0, samples = 0;  // summed over all ranks
   double model_flops = 0;                           // summed over all ranks
   double collective_seconds = 0;  // time blocked on collectives (data parallel; excludes the counts)
+  double all_to_all_seconds = 0;  // time in all-to-all exchanges (expert parallelism's dispatch)
 };
 
 // The whole step, over all ranks, as a micro-batch's loss may need it: a term averaged over the

@@ -391,6 +391,7 @@ TrainSummary Trainer::run(const TaskFactory& make_task) {
     if (task_->loss_units_name() != "samples")
       record.extra[task_->loss_units_name()] = static_cast<double>(result.loss_units);
     if (mesh_->world_size() > 1) record.extra["collective_wait_s"] = result.collective_seconds;
+    if (experts_) record.extra["all_to_all_wait_s"] = result.all_to_all_seconds;
     if (result.model_flops > 0) {
       const double per_device = result.model_flops / static_cast<double>(mesh_->world_size()) / seconds;
       record.extra["model_tflops"] = result.model_flops / 1e12;  // the step's work over all ranks
