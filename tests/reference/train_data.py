@@ -8,8 +8,14 @@ pixel values, grids, second_per_grid_ts) and the M-RoPE positions of model.model
 The same conversations are also written as dataset records in the three layouts users keep
 (LLaVA, ShareGPT/LLaMA-Factory, OpenAI content parts) with paths relative to OUT_DIR.
 
+Also conversations with tools (tool calls, consecutive tool responses, an image) through the
+published Qwen3-VL Instruct template: the processor's ids with tools=..., and transformers'
+assistant mask (return_assistant_tokens_mask over a {% generation %}-tagged copy of the template
+that renders the same text), in the OpenAI and LLaMA-Factory (function_call/observation) layouts.
+
 Usage: train_data.py OUT_DIR [TOKENIZER_DIR]   (default: OUT_DIR/../tokenizer_corpus)
-Writes: model/, media/, llava.jsonl, sharegpt.json, openai.jsonl, cases.json, tensors.safetensors
+Writes: model/, media/, llava.jsonl, sharegpt.json, openai.jsonl, cases.json, tensors.safetensors,
+        model_tools/, tools_openai.jsonl, tools_sharegpt.json, tool_cases.json, tool_tensors.safetensors
 """
 import json, os, shutil, subprocess, sys
 
@@ -187,3 +193,124 @@ with open(os.path.join(out, "cases.json"), "w") as f:
     json.dump({"names": [c["name"] for c in CASES], "video_fps": VIDEO_FPS, "cases": results}, f, indent=1,
               ensure_ascii=False)
 print("train_data oracle:", {k: len(v["input_ids"]) for k, v in results.items()})
+
+# --- Conversations with tools, through the model's own template --------------------------------
+# The same model with the published Qwen3-VL Instruct template (tool schemas in the system turn,
+# <tool_call> blocks, consecutive tool responses in one user turn). Reference: the processor's
+# apply_chat_template(messages, tools=...) gives the ids; the supervised tokens are transformers'
+# assistant mask (return_assistant_tokens_mask) over a copy of the template with each reply's
+# content and closing <|im_end|> between {% generation %} tags, checked to render the same text.
+from qwen3_vl_chat_template import QWEN3_VL_INSTRUCT_TEMPLATE
+
+tools_dir = os.path.join(out, "model_tools")
+shutil.copytree(model_dir, tools_dir)
+with open(os.path.join(tools_dir, "chat_template.jinja"), "w") as f:
+    f.write(QWEN3_VL_INSTRUCT_TEMPLATE)
+
+
+def tag_replies(template):
+    open_reply = "{%- elif message.role == \"assistant\" %}\n        {{- '<|im_start|>' + message.role + '\\n' }}"
+    close_reply = "{{- '<|im_end|>\\n' }}\n    {%- elif message.role == \"tool\" %}"
+    assert template.count(open_reply) == 1 and template.count(close_reply) == 1
+    template = template.replace(open_reply, open_reply + "\n        {%- generation %}")
+    return template.replace(close_reply, "{{- '<|im_end|>' }}\n        {%- endgeneration %}\n        {{- '\\n' }}\n"
+                            "    {%- elif message.role == \"tool\" %}")
+
+
+TAGGED_TEMPLATE = tag_replies(QWEN3_VL_INSTRUCT_TEMPLATE)
+tools_processor = Qwen2_5_VLProcessor(image_processor=processor.image_processor, video_processor=processor.video_processor,
+                                      tokenizer=tokenizer, chat_template=QWEN3_VL_INSTRUCT_TEMPLATE)
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city today.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string",
+                   "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {
+    "name": "local_time", "description": "The local time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def call(name, **arguments):
+    return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def sharegpt_call(*calls):  # LLaMA-Factory's function_call value: JSON text of {"name", "arguments"}
+    items = [c["function"] for c in calls]
+    return json.dumps(items[0] if len(items) == 1 else items, ensure_ascii=False)
+
+
+TOOL_CASES = [
+    dict(name="one_call", tools=[WEATHER],
+         messages=[{"role": "user", "content": "Is it warm in Paris?"},
+                   {"role": "assistant", "content": "", "tool_calls": [call("get_weather", city="Paris", unit="celsius")]},
+                   {"role": "tool", "content": "{\"temperature\": 24, \"sky\": \"clear\"}"},
+                   {"role": "assistant", "content": "Yes: 24 degrees and a clear sky."}]),
+    dict(name="two_calls_two_responses", tools=[WEATHER, TIME],
+         messages=[{"role": "system", "content": "You plan trips."},
+                   {"role": "user", "content": "Weather and time in Oslo?"},
+                   {"role": "assistant", "content": "", "tool_calls": [call("get_weather", city="Oslo"),
+                                                                        call("local_time", city="Oslo")]},
+                   {"role": "tool", "content": "{\"temperature\": -3}"},
+                   {"role": "tool", "content": "{\"time\": \"14:05\"}"},
+                   {"role": "assistant", "content": "Minus 3 degrees; it is 14:05 there."},
+                   {"role": "user", "content": "Thanks!"},
+                   {"role": "assistant", "content": "Have a good trip."}]),
+    dict(name="image_text_and_call", tools=[WEATHER],
+         messages=[{"role": "user", "content": [I(PNG), T("Where could this be? Check its weather.")]},
+                   {"role": "assistant", "content": "It looks like Rome.",
+                    "tool_calls": [call("get_weather", city="Rome")]},
+                   {"role": "tool", "content": "sunny"},
+                   {"role": "assistant", "content": "Rome, and it is sunny."}]),
+]
+tool_results, tool_tensors = {}, {}
+for case in TOOL_CASES:
+    name, messages = case["name"], absolute(case["messages"])
+    plain = tools_processor.apply_chat_template(messages, tools=case["tools"], tokenize=True, return_dict=True,
+                                                return_tensors="pt")
+    # The mask from the tokenizer's render (one <|image_pad|> per image; the processor's own mask
+    # misplaces the replies after an image, its offsets being those of the unexpanded text), with
+    # each image's placeholder then expanded to its merged patches as the processor does.
+    tagged = tokenizer.apply_chat_template(messages, tools=case["tools"], tokenize=True, return_dict=True,
+                                           chat_template=TAGGED_TEMPLATE, return_assistant_tokens_mask=True)
+    grids = iter(plain["image_grid_thw"].tolist() if "image_grid_thw" in plain else [])
+    expanded, mask = [], []
+    for token, masked in zip(tagged["input_ids"], tagged["assistant_masks"]):
+        n = (lambda g: g[0] * g[1] * g[2] // 4)(next(grids)) if token == config.image_token_id else 1
+        expanded += [token] * n
+        mask += [masked] * n
+    assert expanded == plain["input_ids"][0].tolist(), name
+    assert sum(mask) > 0, name
+    tool_results[name] = {
+        "prompt": tools_processor.apply_chat_template(messages, tools=case["tools"], tokenize=False),
+        "input_ids": plain["input_ids"][0].tolist(), "assistant_mask": [int(x) for x in mask]}
+    for key in ("pixel_values", "image_grid_thw"):
+        if key in plain:
+            tool_tensors[f"{name}.{key}"] = plain[key].contiguous()
+
+with open(os.path.join(out, "tools_openai.jsonl"), "w") as f:
+    for c in TOOL_CASES:
+        f.write(json.dumps({"messages": c["messages"], "tools": c["tools"]}, ensure_ascii=False) + "\n")
+# LLaMA-Factory's layout for the cases it can write (a function_call turn has no text of its own):
+# function_call / observation turns, tools as a JSON string.
+with open(os.path.join(out, "tools_sharegpt.json"), "w") as f:
+    records = []
+    for c in TOOL_CASES:
+        if any(m["role"] == "assistant" and m.get("tool_calls") and m["content"] for m in c["messages"]):
+            continue
+        turns, system = [], None
+        for m in c["messages"]:
+            if m["role"] == "system":
+                system = m["content"]
+            elif m.get("tool_calls"):
+                turns.append({"from": "function_call", "value": sharegpt_call(*m["tool_calls"])})
+            else:
+                turns.append({"from": {"user": "human", "assistant": "gpt", "tool": "observation"}[m["role"]],
+                              "value": m["content"]})
+        record = {"conversations": turns, "tools": json.dumps(c["tools"], ensure_ascii=False), "name": c["name"]}
+        if system:
+            record["system"] = system
+        records.append(record)
+    json.dump(records, f, ensure_ascii=False, indent=1)
+save_file(tool_tensors, os.path.join(out, "tool_tensors.safetensors"))
+with open(os.path.join(out, "tool_cases.json"), "w") as f:
+    json.dump({"names": [c["name"] for c in TOOL_CASES], "cases": tool_results}, f, indent=1, ensure_ascii=False)
+print("train_data oracle, tool cases:", {k: sum(v["assistant_mask"]) for k, v in tool_results.items()})

@@ -1,5 +1,6 @@
 // Training data: records in the three layouts encode to exactly what transformers'
-// Qwen2_5_VLProcessor + get_rope_index give, targets cover the assistant turns, collation
+// Qwen2_5_VLProcessor + get_rope_index give, targets cover the assistant turns (with tools through
+// the model's own template: transformers' assistant mask), collation
 // layouts, the sampler's determinism and resumability, and the threaded loader (same batches
 // for any worker count, exact resume, skip accounting, clean shutdown).
 #include <chrono>
@@ -147,6 +148,88 @@ TEST_P(RecordForm, EncodesLikeQwen2_5_VLProcessorAndGetRopeIndex) {
 INSTANTIATE_TEST_SUITE_P(Layouts, RecordForm, ::testing::Values("llava.jsonl", "sharegpt.json", "openai.jsonl"),
                          [](const auto& info) { return info.param.substr(0, info.param.find('.')); });
 
+// ---------------------------------------------------------------------------------------------
+// Conversations with tools through the model's own template (the published Qwen3-VL Instruct one):
+// the ids equal the processor's apply_chat_template(messages, tools=...), and the supervised
+// tokens equal transformers' assistant mask (each reply's content, tool calls included, and its
+// <|im_end|>), in the OpenAI layout (tool_calls, role "tool", a tools list) and LLaMA-Factory's
+// (function_call / observation turns, tools as a JSON string).
+class ToolRecordForm : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ToolRecordForm, EncodesLikeTheProcessorWithToolsAndMasksLikeTransformers) {
+  const auto& g = golden();
+  const auto cases = mm::read_json_file(g.dir / "tool_cases.json");
+  const auto tensors = mm::SafetensorsFile::open(g.dir / "tool_tensors.safetensors");
+  const auto dir = g.dir / "model_tools";
+  mm::SampleEncoderOptions options;
+  options.max_seq_len = 4096;
+  const mm::SampleEncoder encoder(*g.tokenizer, *g.processor, g.config, options, mm::ModelChatTemplate::from_dir(dir));
+  const auto file = mm::ConversationFile::open(g.dir / GetParam());
+  const bool sharegpt = GetParam() == "tools_sharegpt.json";
+  size_t checked = 0;
+  for (size_t i = 0; i < file.size(); ++i) {
+    // The ShareGPT file holds the cases LLaMA-Factory's layout can express, each naming itself.
+    const std::string name = sharegpt ? mm::read_json_file(g.dir / GetParam())[i]["name"].get<std::string>()
+                                      : cases["names"][i].get<std::string>();
+    SCOPED_TRACE(GetParam() + " / " + name);
+    const auto& c = cases["cases"].at(name);
+    const mm::Conversation conversation = file.get(i);
+    ASSERT_TRUE(conversation.tools.is_array());
+    const mm::TrainSample s = encoder.encode(conversation);
+    const auto ids = c["input_ids"].get<std::vector<int64_t>>();
+    const auto mask = c["assistant_mask"].get<std::vector<int64_t>>();
+    ASSERT_EQ(s.length(), static_cast<int64_t>(ids.size()));
+    EXPECT_TRUE(torch::equal(s.input_ids, torch::tensor(ids)));
+    const auto targets = s.targets.accessor<int64_t, 1>();
+    int64_t supervised = 0;
+    for (int64_t p = 0; p + 1 < s.length(); ++p) {
+      EXPECT_EQ(targets[p] != mm::kIgnoreIndex, mask[static_cast<size_t>(p + 1)] == 1) << "position " << p + 1;
+      supervised += targets[p] != mm::kIgnoreIndex;
+    }
+    EXPECT_EQ(supervised, std::accumulate(mask.begin(), mask.end(), int64_t{0}));
+    if (tensors->contains(name + ".pixel_values")) {
+      EXPECT_LE(mm::testing::max_abs_diff(s.pixel_values, tensors->tensor(name + ".pixel_values")), 1e-5);
+      EXPECT_TRUE(torch::equal(s.image_grid_thw, tensors->tensor(name + ".image_grid_thw")));
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, sharegpt ? 2u : 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ToolRecordForm, ::testing::Values("tools_openai.jsonl", "tools_sharegpt.json"),
+                         [](const auto& info) { return info.param.substr(0, info.param.find('.')); });
+
+// A template that renders a reply by what follows it (Qwen3's drops the thinking of replies before
+// the last user query): the loss covers each reply as the whole conversation renders it, not as
+// a render of the conversation up to that reply would.
+TEST(SampleEncoder, RepliesAreMaskedAsTheWholeConversationRendersThem) {
+  const auto dir = mm::testing::temp_dir("thinking_template");
+  fs::copy(golden().dir / "model", dir, fs::copy_options::recursive);
+  std::ofstream(dir / "chat_template.jinja")
+      << "{%- set ns = namespace(last_query=-1) %}"
+         "{%- for m in messages %}{%- if m.role == 'user' %}{%- set ns.last_query = loop.index0 %}{%- endif %}{%- endfor %}"
+         "{%- for m in messages %}"
+         "{%- if m.role == 'assistant' and loop.index0 < ns.last_query and '</think>' in m.content %}"
+         "{{- '<|im_start|>assistant\n' + m.content.split('</think>')[-1].lstrip('\n') + '<|im_end|>\n' }}"
+         "{%- else %}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{%- endif %}"
+         "{%- endfor %}";
+  mm::SampleEncoderOptions options;
+  options.max_seq_len = 4096;
+  const mm::SampleEncoder encoder(*golden().tokenizer, *golden().processor, golden().config, options,
+                                  mm::ModelChatTemplate::from_dir(dir));
+  auto message = [](const std::string& role, const std::string& text) {
+    mm::ChatMessage m = text_message(role, text);
+    m.content_form = mm::ChatMessage::ContentForm::string;
+    return m;
+  };
+  const auto s = encoder.encode(conv({message("user", "2+2?"), message("assistant", "<think>\nadd</think>\n\nFour."),
+                                      message("user", "And 3+3?"), message("assistant", "<think>\nadd</think>\n\nSix.")}));
+  EXPECT_EQ(target_spans(s), (std::vector<std::string>{"Four.<|im_end|>", "<think>\nadd</think>\n\nSix.<|im_end|>"}));
+  const auto* ids = s.input_ids.contiguous().data_ptr<int64_t>();
+  const std::string text = golden().tokenizer->decode(std::vector<int64_t>(ids, ids + s.length()));
+  EXPECT_EQ(text.find("<think>\nadd</think>\n\nFour."), std::string::npos) << text;
+}
+
 TEST(SampleEncoder, EveryTokenAfterTheFirstIsATargetWithoutAssistantOnly) {
   mm::SampleEncoderOptions options;
   options.loss_on_assistant_only = false;
@@ -216,7 +299,7 @@ TEST(SampleEncoder, ReasonsForUnusableSamples) {
 
 TEST(Conversation, RecordErrorsNameTheRecordAndField) {
   const fs::path root = "/data";
-  auto parse = [&](const char* json) { return mm::parse_conversation(nlohmann::json::parse(json), root, "x.jsonl:7"); };
+  auto parse = [&](const char* json) { return mm::parse_conversation(nlohmann::ordered_json::parse(json), root, "x.jsonl:7"); };
   try {
     parse(R"({"image": "a.jpg", "conversations": [{"from": "human", "value": "<image><image>hi"}]})");
     ADD_FAILURE() << "expected placeholder_mismatch";
@@ -235,6 +318,30 @@ TEST(Conversation, RecordErrorsNameTheRecordAndField) {
   EXPECT_EQ(c.messages[0].content[1].text, " and ");
   EXPECT_EQ(c.messages[0].content[2].source, "/data/b.png");
   EXPECT_THROW_MSG(mm::ConversationFile::open("/nonexistent/train.jsonl"), "/nonexistent/train.jsonl");
+  // Tools and tool turns.
+  EXPECT_THROW_MSG(parse(R"({"tools": {"name": "w"}, "messages": [{"role": "user", "content": "hi"}]})"),
+                   "x.jsonl:7: tools: expected a list of tool schemas (or a JSON string of one)");
+  EXPECT_THROW_MSG(parse(R"({"tools": "[{oops", "messages": [{"role": "user", "content": "hi"}]})"),
+                   "x.jsonl:7: tools: the string is not JSON");
+  EXPECT_THROW_MSG(parse(R"({"tools": [3], "messages": [{"role": "user", "content": "hi"}]})"), "tools[0]: expected an object");
+  EXPECT_THROW_MSG(parse(R"({"conversations": [{"from": "function_call", "value": "get_weather Paris"}]})"),
+                   "x.jsonl:7: turn 0: function_call: the value is not JSON");
+  EXPECT_THROW_MSG(parse(R"({"conversations": [{"from": "function_call", "value": "{\"arguments\": {}}"}]})"),
+                   "turn 0: function_call[0]: expected {\"name\"");
+  EXPECT_THROW_MSG(parse(R"({"messages": [{"role": "assistant", "content": null}]})"),
+                   "turn 0: \"content\" / \"value\": missing (only a turn with tool_calls may leave it out)");
+  // LLaMA-Factory's layout becomes the messages templates read, key order kept.
+  const auto t = parse(R"({"tools": "[{\"name\": \"w\", \"b\": 1, \"a\": 2}]", "conversations": [
+      {"from": "human", "value": "hi"}, {"from": "function_call", "value": "{\"name\": \"w\", \"arguments\": {\"z\": 1, \"y\": 2}}"},
+      {"from": "observation", "value": "ok"}, {"from": "gpt", "value": "done", "loss": false}]})");
+  EXPECT_EQ(t.tools.dump(), R"([{"name":"w","b":1,"a":2}])");
+  ASSERT_EQ(t.messages.size(), 4u);
+  EXPECT_EQ(t.messages[1].role, "assistant");
+  EXPECT_EQ(t.messages[1].fields.dump(), R"({"tool_calls":[{"type":"function","function":{"name":"w","arguments":{"z":1,"y":2}}}]})");
+  EXPECT_EQ(t.messages[1].content_form, mm::ChatMessage::ContentForm::string);
+  EXPECT_EQ(t.messages[2].role, "tool");
+  EXPECT_EQ(t.messages[3].fields.dump(), R"({"loss":false})");
+  EXPECT_TRUE(parse(R"({"tools": "", "messages": [{"role": "user", "content": "hi"}]})").tools.is_null());
 }
 
 // ---------------------------------------------------------------------------------------------

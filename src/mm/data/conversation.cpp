@@ -9,15 +9,94 @@
 namespace mm {
 namespace {
 
+using ojson = nlohmann::ordered_json;
+
 [[noreturn]] void malformed(const std::string& where, const std::string& what) {
   throw SampleError(SkipReason::malformed_record, str_cat(where, ": ", what));
 }
 
 std::string map_role(const std::string& role, const std::string& where) {
   if (role == "human" || role == "user") return "user";
-  if (role == "gpt" || role == "assistant") return "assistant";
+  if (role == "gpt" || role == "assistant" || role == "function_call") return "assistant";
   if (role == "system") return "system";
-  malformed(where, str_cat("unknown role '", role, "' (expected human/user, gpt/assistant or system)"));
+  if (role == "tool" || role == "observation") return "tool";
+  malformed(where, str_cat("unknown role '", role,
+                           "' (expected human/user, gpt/assistant, system, tool/observation or function_call)"));
+}
+
+// LLaMA-Factory's function_call value, {"name", "arguments"} or a list of them (JSON text or
+// JSON), as the tool_calls chat templates read: [{"type": "function", "function": {...}}].
+ojson tool_calls_of(const ojson& value, const std::string& where) {
+  ojson calls = value;
+  if (value.is_string()) {
+    try {
+      calls = ojson::parse(value.get<std::string>());
+    } catch (const ojson::exception&) {
+      malformed(where, "function_call: the value is not JSON like {\"name\": ..., \"arguments\": {...}}");
+    }
+  }
+  if (calls.is_object()) calls = ojson::array({calls});
+  if (!calls.is_array() || calls.empty())
+    malformed(where, "function_call: expected {\"name\", \"arguments\"} or a non-empty list of them");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto& call = calls[i];
+    if (!call.is_object() || !call.contains("name") || !call["name"].is_string())
+      malformed(where, str_cat("function_call[", i, "]: expected {\"name\": \"...\", \"arguments\": ...}"));
+    ojson function = ojson::object();
+    function["name"] = call["name"];
+    function["arguments"] = call.contains("arguments") ? call["arguments"] : ojson::object();
+    ojson entry = ojson::object();
+    entry["type"] = "function";
+    entry["function"] = std::move(function);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// One turn in the form chat templates read: {"role", other fields..., "content"}; role names
+// mapped, "from"/"value" read as "role"/"content", a function_call turn made an assistant turn
+// with empty text and its tool_calls. Content stays as given (a missing one is left out).
+ojson normalized_turn(const ojson& m, const std::string& at) {
+  if (!m.is_object()) malformed(at, "expected an object");
+  const ojson* role = m.contains("role") ? &m["role"] : m.contains("from") ? &m["from"] : nullptr;
+  if (!role || !role->is_string()) malformed(at, "\"role\" / \"from\": expected a string");
+  const ojson* content = m.contains("content") ? &m["content"] : m.contains("value") ? &m["value"] : nullptr;
+  ojson out = ojson::object();
+  out["role"] = map_role(role->get<std::string>(), at);
+  for (const auto& [key, value] : m.items())
+    if (key != "role" && key != "from" && key != "content" && key != "value") out[key] = value;
+  if (role->get<std::string>() == "function_call") {
+    if (!content) malformed(at, "function_call: missing \"value\" / \"content\" (the call)");
+    out["tool_calls"] = tool_calls_of(*content, at);
+    out["content"] = "";
+  } else if (content) {
+    out["content"] = *content;
+  }
+  const bool no_content = !out.contains("content") || out["content"].is_null();
+  if (no_content && !out.contains("tool_calls"))
+    malformed(at, "\"content\" / \"value\": missing (only a turn with tool_calls may leave it out)");
+  return out;
+}
+
+// A record's "tools": a list of tool schemas, or a JSON string of one (LLaMA-Factory); null if
+// absent.
+ojson record_tools(const ojson& record, const std::string& where) {
+  if (!record.contains("tools") || record["tools"].is_null()) return nullptr;
+  ojson tools = record["tools"];
+  if (tools.is_string()) {
+    const std::string text = tools.get<std::string>();
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) return nullptr;  // LLaMA-Factory's "" = none
+    try {
+      tools = ojson::parse(text);
+    } catch (const ojson::exception&) {
+      malformed(where, "tools: the string is not JSON (expected a list of tool schemas)");
+    }
+  }
+  if (!tools.is_array()) malformed(where, "tools: expected a list of tool schemas (or a JSON string of one)");
+  for (size_t i = 0; i < tools.size(); ++i)
+    if (!tools[i].is_object()) malformed(where, str_cat("tools[", i, "]: expected an object (a tool schema)"));
+  return tools;
 }
 
 std::string resolve(const std::string& source, const std::filesystem::path& media_root) {
@@ -27,7 +106,7 @@ std::string resolve(const std::string& source, const std::filesystem::path& medi
 }
 
 // A media field that is a path or a list of paths; absent or null means none.
-std::vector<std::string> media_list(const nlohmann::json& record, const char* plural, const char* singular,
+std::vector<std::string> media_list(const ojson& record, const char* plural, const char* singular,
                                     const std::string& where) {
   const char* key = record.contains(plural) ? plural : singular;
   if (!record.contains(key) || record[key].is_null()) return {};
@@ -44,12 +123,6 @@ std::vector<std::string> media_list(const nlohmann::json& record, const char* pl
     malformed(where, str_cat(key, ": expected a path or a list of paths"));
   }
   return out;
-}
-
-const nlohmann::json* field(const nlohmann::json& m, const char* a, const char* b) {
-  if (m.contains(a)) return &m[a];
-  if (m.contains(b)) return &m[b];
-  return nullptr;
 }
 
 // Text with "<image>" / "<video>" tags -> parts, in order; empty text between tags is dropped.
@@ -87,7 +160,7 @@ size_t count_tags(const std::string& text, const std::string& tag) {
   return n;
 }
 
-Conversation parse_text_form(const nlohmann::json& record, const nlohmann::json& turns,
+Conversation parse_text_form(const ojson& record, const ojson& turns,
                              const std::filesystem::path& media_root, const std::string& where) {
   std::vector<std::string> images = media_list(record, "images", "image", where);
   std::vector<std::string> videos = media_list(record, "videos", "video", where);
@@ -102,17 +175,27 @@ Conversation parse_text_form(const nlohmann::json& record, const nlohmann::json&
   size_t image_tags = 0, video_tags = 0;
   std::vector<std::string> texts;
   for (size_t k = 0; k < turns.size(); ++k) {
-    const auto& m = turns[k];
     const std::string at = str_cat(where, ": turn ", k);
-    if (!m.is_object()) malformed(at, "expected an object");
-    const nlohmann::json* role = field(m, "role", "from");
-    const nlohmann::json* text = field(m, "content", "value");
-    if (!role || !role->is_string()) malformed(at, "\"role\" / \"from\": expected a string");
-    if (!text || !text->is_string()) malformed(at, "\"content\" / \"value\": expected a string");
-    texts.push_back(text->get<std::string>());
+    ojson turn = normalized_turn(turns[k], at);
+    ChatMessage msg;
+    msg.role = turn["role"].get<std::string>();
+    if (!turn.contains("content")) {
+      msg.content_form = ChatMessage::ContentForm::absent;
+    } else if (turn["content"].is_null()) {
+      msg.content_form = ChatMessage::ContentForm::null;
+    } else if (!turn["content"].is_string()) {
+      malformed(at, "\"content\" / \"value\": expected a string");
+    } else if (turn["content"].get<std::string>().empty()) {
+      // "" stays a string (a tool-calling turn's empty text): templates test `content is string`.
+      msg.content_form = ChatMessage::ContentForm::string;
+      msg.content.push_back({ContentPart::Kind::text, "", ""});
+    }
+    texts.push_back(turn.contains("content") && turn["content"].is_string() ? turn["content"].get<std::string>() : "");
     image_tags += count_tags(texts.back(), "<image>");
     video_tags += count_tags(texts.back(), "<video>");
-    conv.messages.push_back({map_role(role->get<std::string>(), at), {}});
+    for (const auto& [key, value] : turn.items())
+      if (key != "role" && key != "content") msg.fields[key] = value;
+    conv.messages.push_back(std::move(msg));
   }
   // A kind with no tags at all goes to the start of the first user turn, as LLaVA places it.
   const bool lead_images = image_tags == 0, lead_videos = video_tags == 0;
@@ -144,19 +227,10 @@ Conversation parse_text_form(const nlohmann::json& record, const nlohmann::json&
   return conv;
 }
 
-Conversation parse_parts_form(const nlohmann::json& turns, const std::filesystem::path& media_root,
+Conversation parse_parts_form(const ojson& turns, const std::filesystem::path& media_root,
                               const std::string& where) {
-  nlohmann::json messages = nlohmann::json::array();
-  for (size_t k = 0; k < turns.size(); ++k) {
-    const auto& m = turns[k];
-    const std::string at = str_cat(where, ": turn ", k);
-    if (!m.is_object()) malformed(at, "expected an object");
-    const nlohmann::json* role = field(m, "role", "from");
-    const nlohmann::json* content = field(m, "content", "value");
-    if (!role || !role->is_string()) malformed(at, "\"role\" / \"from\": expected a string");
-    if (!content) malformed(at, "missing \"content\"");
-    messages.push_back({{"role", map_role(role->get<std::string>(), at)}, {"content", *content}});
-  }
+  ojson messages = ojson::array();
+  for (size_t k = 0; k < turns.size(); ++k) messages.push_back(normalized_turn(turns[k], str_cat(where, ": turn ", k)));
   Conversation conv;
   try {
     conv.messages = parse_messages(messages, where);
@@ -173,7 +247,7 @@ Conversation parse_parts_form(const nlohmann::json& turns, const std::filesystem
 
 }  // namespace
 
-Conversation parse_conversation(const nlohmann::json& record, const std::filesystem::path& media_root,
+Conversation parse_conversation(const ojson& record, const std::filesystem::path& media_root,
                                 const std::string& where) {
   if (!record.is_object()) malformed(where, "expected a JSON object per record");
   const char* key = record.contains("messages") ? "messages" : "conversations";
@@ -186,6 +260,7 @@ Conversation parse_conversation(const nlohmann::json& record, const std::filesys
     if (m.is_object() && m.contains("content") && m["content"].is_array()) has_parts = true;
   Conversation conv = has_parts ? parse_parts_form(turns, media_root, where)
                                 : parse_text_form(record, turns, media_root, where);
+  conv.tools = record_tools(record, where);
   if (record.contains("type") && !record["type"].is_null()) {
     if (!record["type"].is_string()) malformed(where, "type: expected a string");
     conv.type = record["type"].get<std::string>();
@@ -212,14 +287,14 @@ ConversationFile ConversationFile::open(const std::filesystem::path& path, std::
       offset += static_cast<int64_t>(line.size()) + 1;
     }
   } else {
-    nlohmann::json j;
+    ojson j;
     try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
+      j = ojson::parse(in);
+    } catch (const ojson::exception& e) {
       fail(path.string(), ": not valid JSON: ", e.what());
     }
     MM_CHECK(j.is_array(), path.string(), ": a .json dataset must be an array of records");
-    file.records_ = std::make_shared<const nlohmann::json>(std::move(j));
+    file.records_ = std::make_shared<const ojson>(std::move(j));
   }
   return file;
 }
@@ -241,10 +316,10 @@ Conversation ConversationFile::get(size_t i) const {
     in.seekg(offsets_[i]);
     std::string line;
     std::getline(in, line);
-    nlohmann::json record;
+    ojson record;
     try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
+      record = ojson::parse(line);
+    } catch (const ojson::exception& e) {
       malformed(at, str_cat("not valid JSON: ", e.what()));
     }
     conv = parse_conversation(record, media_root_, at);

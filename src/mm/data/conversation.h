@@ -8,16 +8,20 @@
 //   OpenAI:     {"messages": [{"role": ..., "content": [{"type": "image", "image": ...}, ...]}]}
 // In the text forms "<image>" / "<video>" tags mark, in order, where each media item goes; text
 // without tags gets all media at the start of the first user turn (as LLaVA does). Roles:
-// human/user -> user, gpt/assistant -> assistant, system -> system. Relative media paths are
-// resolved against media_root.
+// human/user -> user, gpt/assistant -> assistant, system -> system, tool/observation -> tool, and
+// LLaMA-Factory's function_call -> an assistant turn whose tool_calls are its value ({"name",
+// "arguments"} or a list of them, as JSON text or JSON). A message's other fields (tool_calls,
+// tool_call_id, name, reasoning_content, ...) reach the model's chat template as given; content
+// may be null or left out only by a turn with tool_calls. A record's "tools" (a list of tool
+// schemas, or LLaMA-Factory's JSON string of one) are passed to the template with its messages.
+// Records keep their key order (templates print tools and arguments with tojson). Relative media
+// paths are resolved against media_root.
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "mm/tokenizer/chat_template.h"
 
@@ -26,12 +30,13 @@ namespace mm {
 struct Conversation {
   int64_t index = -1;  // position in its file
   std::vector<ChatMessage> messages;
+  nlohmann::ordered_json tools;  // the record's tool schemas (a list), null for none
   std::string type;  // the record's optional "type" field, for per-type eval breakdowns
 };
 
 // Throws SampleError (malformed_record) naming `where` (e.g. "train.jsonl:17") and the field, or
 // (placeholder_mismatch) when the tags do not match the media lists.
-Conversation parse_conversation(const nlohmann::json& record, const std::filesystem::path& media_root,
+Conversation parse_conversation(const nlohmann::ordered_json& record, const std::filesystem::path& media_root,
                                 const std::string& where);
 
 // A .jsonl file (one record per line, blank lines ignored; line offsets indexed once at open) or
@@ -58,7 +63,7 @@ class ConversationFile {
   bool jsonl_ = true;
   std::vector<int64_t> offsets_;  // jsonl: byte offset of each non-blank line
   std::vector<int64_t> lines_;    // jsonl: 1-based line number of each record
-  std::shared_ptr<const nlohmann::json> records_;  // json: the parsed array
+  std::shared_ptr<const nlohmann::ordered_json> records_;  // json: the parsed array
 };
 
 }  // namespace mm

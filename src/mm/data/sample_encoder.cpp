@@ -101,13 +101,13 @@ SampleEncoder::SampleEncoder(const Tokenizer& tokenizer, const Qwen2VLProcessor&
 TrainSample SampleEncoder::encode(const Conversation& conversation, const std::string& where_arg) const {
   const std::string where = where_arg.empty() ? str_cat("sample ", conversation.index) : where_arg;
   const auto& messages = conversation.messages;
-  bool has_assistant = false;
-  for (const auto& m : messages) has_assistant |= m.role == "assistant";
-  if (options_.loss_on_assistant_only && !has_assistant)
+  size_t assistant_messages = 0;
+  for (const auto& m : messages) assistant_messages += m.role == "assistant";
+  if (options_.loss_on_assistant_only && assistant_messages == 0)
     throw SampleError(SkipReason::no_supervised_tokens, str_cat(where, ": no assistant turn"));
 
   // Render before decoding media, so placeholder problems cost no decode.
-  const std::string text = chat_template_.render(messages, /*add_generation_prompt=*/false);
+  const std::string text = render(conversation, where);
   const std::string image_pad = token_string(tokenizer_, config_.image_token_id, "image_token_id");
   const std::string video_pad = token_string(tokenizer_, config_.video_token_id, "video_token_id");
   size_t n_images = 0, n_videos = 0;
@@ -151,17 +151,24 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
     throw SampleError(SkipReason::corrupt_media, str_cat(where, ": ", e.what()));
   }
 
-  // Message by message: [begin, end) of each message in `text` from the renders of its prefixes.
+  // Turn by turn: each rendered turn runs from its "<|im_start|>" to the next one (text before the
+  // first is a turn of its own), and the supervised turns are those the template opened as the
+  // assistant's. They are found in the render of the whole conversation, not message by message:
+  // templates render a message by what follows it (Qwen3's drop the thinking of replies before
+  // the last user query; consecutive tool responses share one turn), so the render of a prefix
+  // of the messages is not a prefix of the render.
+  std::vector<size_t> starts;
+  for (size_t p = text.find(kImStart); p != std::string::npos; p = text.find(kImStart, p + 1)) starts.push_back(p);
+  if (starts.empty() || starts.front() != 0) starts.insert(starts.begin(), 0);
   std::vector<int64_t> ids;
   std::vector<uint8_t> supervised;
   int64_t image_row = 0, video_row = 0;
-  size_t begin = 0;
-  for (size_t k = 0; k < messages.size(); ++k) {
-    const size_t end = k + 1 == messages.size()
-                           ? text.size()
-                           : chat_template_.render({messages.begin(), messages.begin() + k + 1}, false).size();
-    MM_CHECK(end >= begin && end <= text.size(), where, ": chat template prefix renders are inconsistent");
+  size_t assistant_turns = 0;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const size_t begin = starts[k], end = k + 1 < starts.size() ? starts[k + 1] : text.size();
     const std::string segment = text.substr(begin, end - begin);
+    const bool assistant_turn = segment.rfind(kImStart + "assistant\n", 0) == 0;
+    assistant_turns += assistant_turn;
     const int64_t seg_images = static_cast<int64_t>(count_occurrences(segment, image_pad));
     const int64_t seg_videos = static_cast<int64_t>(count_occurrences(segment, video_pad));
     const std::vector<std::vector<double>> seg_timestamps =
@@ -175,7 +182,7 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
     video_row += seg_videos;
     const std::vector<int64_t> seg_ids = tokenizer_.encode(expanded, /*add_special_tokens=*/false);
     std::vector<uint8_t> seg_sup(seg_ids.size(), 0);
-    if (messages[k].role == "assistant" && options_.loss_on_assistant_only) {
+    if (assistant_turn && options_.loss_on_assistant_only) {
       // seg_ids = header, content..., <|im_end|>, "\n"
       const size_t h = assistant_header_ids_.size();
       MM_CHECK(seg_ids.size() >= h + 1 && std::equal(assistant_header_ids_.begin(), assistant_header_ids_.end() - 1,
@@ -191,8 +198,12 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
     }
     ids.insert(ids.end(), seg_ids.begin(), seg_ids.end());
     supervised.insert(supervised.end(), seg_sup.begin(), seg_sup.end());
-    begin = end;
   }
+  // A template that renders some assistant message otherwise (or invents a reply) would move the
+  // loss onto the wrong text: refused, for every sample alike.
+  MM_CHECK(assistant_turns == assistant_messages, where, ": the chat template (", chat_template_.source(),
+           ") rendered ", assistant_turns, " assistant turns for ", assistant_messages,
+           " assistant messages; the loss mask needs one \"<|im_start|>assistant\\n\" turn per reply");
   if (!options_.loss_on_assistant_only) std::fill(supervised.begin() + 1, supervised.end(), 1);
 
   int64_t len = static_cast<int64_t>(ids.size());
@@ -231,8 +242,20 @@ TrainSample SampleEncoder::encode(const Conversation& conversation, const std::s
   return sample;
 }
 
+std::string SampleEncoder::render(const Conversation& conversation, const std::string& where) const {
+  // The record's own tools; a template's refusal (raise_exception, tools for the built-in
+  // template) is this record's problem, skipped and counted like any malformed record.
+  try {
+    return chat_template_.render(conversation.messages, /*add_generation_prompt=*/false, conversation.tools);
+  } catch (const SampleError&) {
+    throw;
+  } catch (const Error& e) {
+    throw SampleError(SkipReason::malformed_record, str_cat(where, ": ", e.what()));
+  }
+}
+
 int64_t SampleEncoder::estimate_length(const Conversation& conversation) const {
-  const std::string text = chat_template_.render(conversation.messages, false);
+  const std::string text = render(conversation, str_cat("sample ", conversation.index));
   int64_t length = static_cast<int64_t>(tokenizer_.encode(text, false).size());
   const auto& ic = processor_.image_config();
   const auto& vc = processor_.video_config();

@@ -4,9 +4,11 @@
 //
 // Which tokens are supervised (loss_on_assistant_only): the content of each assistant turn plus
 // its closing <|im_end|>; not the "<|im_start|>assistant\n" header, not the "\n" after <|im_end|>.
-// Spans are found by tokenizing message by message: every rendered message starts with the added
-// token <|im_start|>, which the tokenizer matches before BPE, so per-message ids concatenate to
-// exactly the ids of the whole text. Inside an assistant message the header and the content are
+// The whole conversation is rendered once, with the record's tools, and cut into turns at each
+// <|im_start|>; the turns that open with "<|im_start|>assistant\n" are the replies (one per
+// assistant message, or the sample is refused). <|im_start|> is an added token, which the
+// tokenizer matches before BPE, so per-turn ids concatenate to exactly the ids of the whole
+// text. Inside an assistant turn the header and the content are
 // tokenized together; byte-level BPE can merge the header's "\n" with content that starts with
 // whitespace ("\n\n"): that one straddling token is then supervised (it carries content bytes).
 #pragma once
@@ -65,6 +67,9 @@ class SampleEncoder {
   const QwenVLConfig& config() const { return config_; }
 
  private:
+  // The chat template over the whole conversation and its tools; errors become SampleErrors.
+  std::string render(const Conversation& conversation, const std::string& where) const;
+
   Tokenizer tokenizer_;
   Qwen2VLProcessor processor_;
   QwenVLConfig config_;

@@ -79,8 +79,9 @@ EvalResult evaluate_exact_match(VisionLanguageChat& chat, const ConversationFile
     p.type = conversation.type;
     p.reference = std::move(reference);
     try {
+      chat.chat_template().set_tools(conversation.tools);  // the record's own, as in training
       p.prediction = chat.reply(prompt, generation, options.video);
-    } catch (const std::exception& e) {  // a missing or broken image: which record it was
+    } catch (const std::exception& e) {  // a missing or broken image, tools the template refuses: which record
       fail(data.where(static_cast<size_t>(i)), ": ", e.what());
     }
     p.correct = exact_match(p.prediction, p.reference);
