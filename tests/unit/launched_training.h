@@ -97,13 +97,13 @@ inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return ((x - y).norm() / x.norm().clamp_min(1e-12)).item<double>();
 }
 
-// Same 10 losses (1e-5 relative) and same final weights as one process (2e-5 relative).
-inline void expect_equal_to_single_process(const RunResult& run, const RunResult& single = reference()) {
+// Same `steps` losses (1e-5 relative) and same final weights (2e-5 relative) as `single`.
+inline void expect_equal_runs(const RunResult& run, const RunResult& single, size_t steps) {
   ASSERT_EQ(single.status, 0) << single.output;
   ASSERT_EQ(run.status, 0) << run.output;
   const auto expected = losses_of(single), got = losses_of(run);
-  ASSERT_EQ(expected.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(expected.size(), steps);
+  ASSERT_EQ(got.size(), steps);
   for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
   const auto a = Checkpoint::open(single.dir / "run" / "final");
   const auto b = Checkpoint::open(run.dir / "run" / "final");
@@ -115,6 +115,18 @@ inline void expect_equal_to_single_process(const RunResult& run, const RunResult
     worst = std::max(worst, err);
   }
   std::cout << "largest relative weight difference to one process: " << worst << "\n";
+}
+
+// The same for the whole kSteps run (one process: the reference run by default).
+inline void expect_equal_to_single_process(const RunResult& run, const RunResult& single = reference()) {
+  expect_equal_runs(run, single, kSteps);
+}
+
+// The run summary's counters (the last record of rank 0's metrics.jsonl), empty if none.
+inline nlohmann::json summary_counters(const RunResult& run) {
+  for (const auto& r : records(run.dir / "run"))
+    if (r.contains("summary")) return r["summary"]["counters"];
+  return nlohmann::json::object();
 }
 
 }  // namespace mm::testing::launched

@@ -129,22 +129,9 @@ TEST(DataParallel, FsdpRanksLoadOnlyTheirRowsOfAPretrainedModel) {
                            " --set train.max_steps=3";
   const auto one = train("pretrained_one", 1, from);
   const auto two = train("pretrained_fsdp2", 2, from + " --set parallel.dp_shard=2");
-  ASSERT_EQ(one.status, 0) << one.output;
-  ASSERT_EQ(two.status, 0) << two.output;
-  const auto expected = losses_of(one), got = losses_of(two);
-  ASSERT_EQ(got.size(), 3u);
-  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
-  const auto a = Checkpoint::open(one.dir / "run" / "final"), b = Checkpoint::open(two.dir / "run" / "final");
-  ASSERT_EQ(a.names(), b.names());
-  for (const auto& name : a.names()) EXPECT_LE(relative_error(a.tensor(name), b.tensor(name)), 2e-5) << name;
-
-  auto counters = [](const RunResult& run) {
-    for (const auto& r : records(run.dir / "run"))
-      if (r.contains("summary")) return r["summary"]["counters"];
-    return nlohmann::json::object();
-  };
-  EXPECT_FALSE(counters(one).contains("load_bytes.checkpoint")) << "one process loads the whole model itself";
-  const auto c = counters(two);
+  expect_equal_runs(two, one, 3);
+  EXPECT_FALSE(summary_counters(one).contains("load_bytes.checkpoint")) << "one process loads the whole model itself";
+  const auto c = summary_counters(two);
   ASSERT_TRUE(c.contains("load_bytes.checkpoint")) << c.dump();
   const double total = c["load_bytes.checkpoint"].get<double>(), read = c["load_bytes.read_by_this_rank"].get<double>();
   std::cout << "rank 0 read " << read << " of " << total << " checkpoint bytes\n";

@@ -62,11 +62,7 @@ TEST(ExpertParallelTraining, TwoRanksWithHalfTheExpertsEachEqualOneProcess) {
     }
   EXPECT_EQ(timed, kSteps);
   // Rank 0 holds half the experts and, cut over the flattened dp_shard x ep, half the rest.
-  auto parameter_bytes = [](const RunResult& r) {
-    for (const auto& record : records(r.dir / "run"))
-      if (record.contains("summary")) return record["summary"]["counters"]["state_bytes.parameters"].get<double>();
-    return 0.0;
-  };
+  auto parameter_bytes = [](const RunResult& r) { return summary_counters(r).value("state_bytes.parameters", 0.0); };
   const double whole = parameter_bytes(single_process()), mine = parameter_bytes(run);
   std::cout << "parameter bytes: one process " << whole << ", ep=2 rank 0 " << mine << "\n";
   EXPECT_GT(mine, 0.45 * whole);
@@ -167,23 +163,14 @@ TEST(ExpertParallelTraining, PretrainedModelLoadsOnlyEachRanksExperts) {
   const auto four = train("ep_pretrained_ep2_fsdp4", 4,
                           one_sample_micro_batches(4) + from + "--set parallel.dp_shard=4 --set parallel.ep=2", "",
                           moe_model());
-  ASSERT_EQ(one.status, 0) << one.output;
-  ASSERT_EQ(four.status, 0) << four.output;
-  const auto expected = losses_of(one), got = losses_of(four);
-  ASSERT_EQ(got.size(), 3u);
-  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
-  const auto a = Checkpoint::open(one.dir / "run" / "final"), b = Checkpoint::open(four.dir / "run" / "final");
-  ASSERT_EQ(a.names(), b.names());
-  for (const auto& name : a.names()) EXPECT_LE(relative_error(a.tensor(name), b.tensor(name)), 2e-5) << name;
+  expect_equal_runs(four, one, 3);
   EXPECT_NE(four.output.find("sharded loading: this rank read"), std::string::npos) << four.output;
-  for (const auto& record : records(four.dir / "run"))
-    if (record.contains("summary")) {
-      const auto& c = record["summary"]["counters"];
-      const double total = c["load_bytes.checkpoint"].get<double>(), read = c["load_bytes.read_by_this_rank"].get<double>();
-      std::cout << "rank 0 read " << read << " of " << total << " checkpoint bytes\n";
-      EXPECT_GT(read, 0.2 * total);
-      EXPECT_LT(read, 0.3 * total) << "a quarter: half the experts cut in 2, the rest cut in 4";
-    }
+  const auto c = summary_counters(four);
+  ASSERT_TRUE(c.contains("load_bytes.checkpoint")) << c.dump();
+  const double total = c["load_bytes.checkpoint"].get<double>(), read = c["load_bytes.read_by_this_rank"].get<double>();
+  std::cout << "rank 0 read " << read << " of " << total << " checkpoint bytes\n";
+  EXPECT_GT(read, 0.2 * total);
+  EXPECT_LT(read, 0.3 * total) << "a quarter: half the experts cut in 2, the rest cut in 4";
 }
 
 void expect_refused(const RunResult& run, const std::string& message) {
