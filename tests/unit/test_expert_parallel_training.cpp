@@ -2,8 +2,8 @@
 // only its share of every MoE layer's experts, equals one process over 10 steps (losses and final
 // weights), alone and cut further by FSDP; its checkpoint resumes on other expert layouts (one
 // process, ep=1, ep=4) with the uninterrupted run's losses and converts to the Hugging Face
-// layout with every expert; HSDP replicas and a pretrained model's sharded loading take it too;
-// layouts that cannot work are clear errors before any step.
+// layout with every expert; HSDP replicas, LoRA on the experts and a pretrained model's sharded
+// loading take it too; layouts that cannot work are clear errors before any step.
 #include <filesystem>
 #include <string>
 
@@ -95,6 +95,16 @@ TEST(ExpertParallelTraining, ExpertParallelInsideHsdpEqualsOneProcess) {
                          "", moe_model());
   expect_equal_to_single_process(run, single_process());
   EXPECT_NE(run.output.find("dp_replicate=2 x dp_shard=1 x ep=2"), std::string::npos) << run.output;
+}
+
+// LoRA on the experts (the default targets include every expert's projections): each rank trains
+// the adapters of its own experts, and the merged export equals one process's.
+TEST(ExpertParallelTraining, LoraOnTheExpertsEqualsOneProcess) {
+  const std::string lora = "--set lora.enabled=true --set train.max_steps=4 ";
+  const auto one = train("ep_lora_one", 1, one_sample_micro_batches(1) + lora, "", moe_model());
+  const auto two = train("ep_lora_ep2", 2, one_sample_micro_batches(2) + lora + "--set parallel.dp_shard=2 --set parallel.ep=2",
+                         "", moe_model());
+  expect_equal_runs(two, one, 4);
 }
 
 // The step-5 checkpoint of `straight` (default: the ep=2 run), resumed on `ranks` ranks with
