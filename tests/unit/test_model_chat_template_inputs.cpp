@@ -59,7 +59,7 @@ TEST(ModelChatTemplateInputs, PublishedTemplatesRenderEveryCaseLikeTransformers)
               c["expected"].get<std::string>());
     ++checked[name];
   }
-  for (const char* name : {"qwen2_vl", "qwen3", "qwen3_vl_instruct", "qwen3_8"})
+  for (const char* name : {"qwen2_vl", "qwen3", "qwen3_vl_instruct", "qwen3_8", "qwen3_5"})
     EXPECT_GE(checked[name], 40) << name;
 }
 
