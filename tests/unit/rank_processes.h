@@ -8,11 +8,16 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "testing.h"
 
 extern char** environ;
 
@@ -68,6 +73,33 @@ inline std::vector<int> wait_all(const std::vector<pid_t>& pids, std::chrono::se
       statuses[i] = -1;
     }
   return statuses;
+}
+
+// Worker mode, decided before gtest starts so that the worker is not a test of its own: with
+// `worker_var`=1 in the environment this process is one rank; it runs `worker` and exits with
+// its status (4 when it throws, the message on stderr). Otherwise returns -1. Use as
+//   const int kWorkerStatus = testing::run_as_worker_if("MM_TEST_X_WORKER", run_worker);
+inline int run_as_worker_if(const char* worker_var, int (*worker)()) {
+  const char* flag = std::getenv(worker_var);
+  if (flag == nullptr || std::string(flag) != "1") return -1;
+  int status = 0;
+  try {
+    status = worker();
+  } catch (const std::exception& e) {
+    std::cerr << "worker failed: " << e.what() << "\n";
+    status = 4;
+  }
+  std::exit(status);
+}
+
+// Starts `world` ranks of this binary in worker mode (`worker_var`) on a free port and expects
+// each to exit 0 within two minutes.
+inline void expect_ranks_succeed(int world, const std::string& worker_var) {
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) pids.push_back(spawn_rank(r, world, port, worker_var));
+  const auto statuses = wait_all(pids, std::chrono::seconds(120));
+  for (int r = 0; r < world; ++r) EXPECT_EQ(statuses[r], 0) << "rank " << r << " of " << world;
 }
 
 }  // namespace mm::testing

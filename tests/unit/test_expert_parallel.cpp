@@ -100,26 +100,11 @@ int run_worker() {
   return failures == 0 ? 0 : 3;
 }
 
-const int kWorkerStatus = [] {
-  const char* worker = std::getenv("MM_TEST_EP_WORKER");
-  if (worker == nullptr || std::string(worker) != "1") return -1;
-  int status = 0;
-  try {
-    status = run_worker();
-  } catch (const std::exception& e) {
-    std::cerr << "worker failed: " << e.what() << "\n";
-    status = 4;
-  }
-  std::exit(status);
-}();
+const int kWorkerStatus = testing::run_as_worker_if("MM_TEST_EP_WORKER", run_worker);
 
 void expect_equal_to_one_process(int world) {
   ASSERT_TRUE(dist::gloo_available()) << "built without Gloo";
-  const int port = testing::free_port();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) pids.push_back(testing::spawn_rank(r, world, port, "MM_TEST_EP_WORKER"));
-  const auto statuses = testing::wait_all(pids, 120s);
-  for (int r = 0; r < world; ++r) EXPECT_EQ(statuses[r], 0) << "rank " << r << " of " << world;
+  testing::expect_ranks_succeed(world, "MM_TEST_EP_WORKER");
 }
 
 TEST(ExpertParallel, TwoRanksEqualOneProcess) { expect_equal_to_one_process(2); }
