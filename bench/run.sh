@@ -139,6 +139,21 @@ echo "$segments"; echo "$dense"; echo "$theirs"
 echo -n "tokens/s, mmtrain segments / transformers: "; ratio "$segments" "$theirs" tokens_per_s
 echo -n "attention RSS, mmtrain segments / transformers (lower is better): "; ratio "$segments" "$theirs" attention_rss_mb
 
+echo "== Gated DeltaNet layer (Qwen3.5-9B shapes: hidden 4096, 16 key / 32 value heads of 128, conv 4), 2048 tokens,"
+echo "   forward + backward, fp32, $THREADS threads: mmtrain vs transformers' torch path. plain: one sample; packed: 4"
+echo "   samples in one row (mmtrain: varlen, state and conv restarting per sample; transformers: the samples one by"
+echo "   one, its torch path having no varlen form); alone: mmtrain running the 4 samples one by one too"
+for mode in plain packed; do
+  ours=$("$BUILD/bench/bench_gated_delta_net" "$THREADS" 3 "$mode")
+  theirs=$("$PY" "$REF/bench_gated_delta_net.py" "$THREADS" 3 "$mode")
+  echo "$ours"; echo "$theirs"
+  echo -n "$mode tokens/s, mmtrain / transformers: "; ratio "$ours" "$theirs" tokens_per_s
+  echo -n "$mode layer RSS, mmtrain / transformers (lower is better): "; ratio "$ours" "$theirs" layer_rss_mb
+done
+alone=$("$BUILD/bench/bench_gated_delta_net" "$THREADS" 3 alone)
+echo "$alone"
+echo -n "alone tokens/s, mmtrain / transformers: "; ratio "$alone" "$theirs" tokens_per_s
+
 # Real tensor shapes: Qwen2.5-VL-3B's published layer shapes, 4 decoder layers (1.29B parameters,
 # bf16, two shards; make_real_shape_model.py), one 448x336 photo. Each load in a process of its own.
 [ -f "$WORK/real_shape/config.json" ] ||

@@ -17,3 +17,7 @@ mm_test(test_qwen3_vl_model ORACLES qwen3_vl_model)
 # Qwen3-VL-MoE: sparse decoder layers, experts fused in the checkpoints (both layouts).
 mm_oracle(qwen3_vl_moe_model)
 mm_test(test_qwen3_vl_moe_model ORACLES qwen3_vl_moe_model)
+# Gated DeltaNet, Qwen3.5's linear-attention layer: forward, gradients, masked rows, cached
+# decode and packed rows against transformers; the chunked, recurrent and varlen forms agree.
+mm_oracle(gated_delta_net)
+mm_test(test_gated_delta_net ORACLES gated_delta_net)

@@ -18,4 +18,18 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
+// The gated RMSNorm of Gated DeltaNet's output (Qwen3.5's Qwen3_5RMSNormGated, FLA's
+// FusedRMSNormGated with SiLU): normalise x in fp32, scale by `weight` in x's dtype, then multiply
+// by silu(gate) in fp32. x, gate: [..., hidden] -> [..., hidden] in x's dtype.
+class GatedRMSNormImpl : public torch::nn::Module {
+ public:
+  GatedRMSNormImpl(int64_t hidden_size, double eps);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& gate);
+  torch::Tensor weight;  // [hidden], HF name "weight"
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(GatedRMSNorm);
+
 }  // namespace mm

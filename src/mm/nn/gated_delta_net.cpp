@@ -1,0 +1,154 @@
+#include "mm/nn/gated_delta_net.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mm/core/error.h"
+#include "mm/nn/gated_delta_rule.h"
+#include "mm/nn/gated_mlp.h"
+#include "mm/nn/parameter_init.h"
+
+namespace mm {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// FLA's l2norm, which transformers matches: x / sqrt(sum(x^2) + eps) over the last dimension.
+torch::Tensor l2_normalize(const torch::Tensor& x) {
+  return x * torch::rsqrt((x * x).sum(-1, /*keepdim=*/true) + 1e-6);
+}
+
+// x: [batch, channels, length] through the [channels, 1, kernel] filters, zero-padded by `pad`
+// on both sides.
+torch::Tensor depthwise_conv(const torch::Tensor& x, const torch::Tensor& weight, int64_t pad) {
+  const std::vector<int64_t> stride = {1}, padding = {pad}, dilation = {1};
+  return at::conv1d(x, weight, torch::Tensor(), stride, padding, dilation, weight.size(0));
+}
+
+void check_options(const GatedDeltaNetOptions& o) {
+  MM_CHECK(o.hidden_size > 0 && o.num_key_heads > 0 && o.num_value_heads > 0 && o.key_head_dim > 0 &&
+               o.value_head_dim > 0,
+           "Gated DeltaNet: hidden_size, linear_num_key_heads, linear_num_value_heads, linear_key_head_dim and "
+           "linear_value_head_dim must be positive");
+  MM_CHECK(o.num_value_heads % o.num_key_heads == 0, "Gated DeltaNet: linear_num_value_heads (", o.num_value_heads,
+           ") must be a multiple of linear_num_key_heads (", o.num_key_heads, ")");
+  MM_CHECK(o.conv_kernel >= 1, "Gated DeltaNet: linear_conv_kernel_dim must be at least 1, got ", o.conv_kernel);
+  MM_CHECK(o.chunk_size >= 1, "Gated DeltaNet: chunk_size must be at least 1, got ", o.chunk_size);
+  MM_CHECK(is_supported_activation(o.activation), "Gated DeltaNet: unsupported hidden_act '", o.activation, "'");
+}
+
+}  // namespace
+
+GatedDeltaNetImpl::GatedDeltaNetImpl(const GatedDeltaNetOptions& options) : options_(options) {
+  check_options(options_);
+  const auto& o = options_;
+  in_proj_qkv = register_module("in_proj_qkv", Linear(o.hidden_size, o.conv_dim(), false));
+  in_proj_z = register_module("in_proj_z", Linear(o.hidden_size, o.value_dim(), false));
+  in_proj_b = register_module("in_proj_b", Linear(o.hidden_size, o.num_value_heads, false));
+  in_proj_a = register_module("in_proj_a", Linear(o.hidden_size, o.num_value_heads, false));
+  out_proj = register_module("out_proj", Linear(o.value_dim(), o.hidden_size, false));
+  norm = register_module("norm", GatedRMSNorm(o.value_head_dim, o.eps));
+
+  conv1d = register_module("conv1d", std::make_shared<torch::nn::Module>());
+  conv_weight = conv1d->register_parameter("weight", torch::empty({o.conv_dim(), 1, o.conv_kernel}));
+  dt_bias = register_parameter("dt_bias", torch::empty({o.num_value_heads}));
+  A_log = register_parameter("A_log", torch::empty({o.num_value_heads}));
+  if (!parameter_init_skipped()) {
+    torch::NoGradGuard no_grad;
+    // torch's Conv1d default (kaiming_uniform with a = sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    // fan_in = kernel for a depthwise conv. dt_bias and A_log as transformers' _init_weights.
+    const double bound = 1.0 / std::sqrt(static_cast<double>(o.conv_kernel));
+    conv_weight.uniform_(-bound, bound);
+    dt_bias.fill_(1.0);
+    A_log.uniform_(0.01, 16.0).log_();
+  }
+}
+
+torch::Tensor GatedDeltaNetImpl::causal_conv(const torch::Tensor& mixed, const std::vector<int64_t>& cu_seqlens,
+                                             DeltaNetCache* cache) const {
+  const int64_t batch = mixed.size(0), channels = mixed.size(1), seq = mixed.size(2);
+  const int64_t history = options_.conv_kernel - 1;  // earlier inputs each output sees
+  auto input = mixed.to(conv_weight.scalar_type());
+  torch::Tensor out;
+  if (!cu_seqlens.empty()) {
+    // Every sample gets `history` zero columns in front of it, so no window reaches back into the
+    // sample before; one unpadded conv then runs over the whole laid-out row.
+    std::vector<int64_t> columns, outputs;
+    for (size_t s = 1; s < cu_seqlens.size(); ++s) {
+      if (cu_seqlens[s] == cu_seqlens[s - 1]) continue;
+      columns.insert(columns.end(), history, seq);
+      for (int64_t t = cu_seqlens[s - 1]; t < cu_seqlens[s]; ++t) {
+        outputs.push_back(static_cast<int64_t>(columns.size()) - history);
+        columns.push_back(t);
+      }
+    }
+    auto index = torch::tensor(columns, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
+    auto laid_out = torch::cat({input, torch::zeros({batch, channels, 1}, input.options())}, 2).index_select(2, index);
+    out = depthwise_conv(laid_out, conv_weight, 0)
+              .index_select(2, torch::tensor(outputs, index.options()));
+  } else if (cache != nullptr) {
+    auto previous = cache->empty() ? torch::zeros({batch, channels, history}, input.options()) : cache->conv;
+    MM_CHECK(previous.sizes() == torch::IntArrayRef({batch, channels, history}),
+             "Gated DeltaNet: the cached conv state is ", previous.sizes(), ", expected [", batch, ", ", channels,
+             ", ", history, "]");
+    auto full = torch::cat({previous.to(input.scalar_type()), input}, 2);
+    out = depthwise_conv(full, conv_weight, 0);
+    cache->conv = full.narrow(2, full.size(2) - history, history).detach();
+  } else {
+    out = depthwise_conv(input, conv_weight, history).narrow(2, 0, seq);
+  }
+  return apply_activation(options_.activation, out).to(mixed.scalar_type());
+}
+
+torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x, const torch::Tensor& attention_mask,
+                                         const std::vector<int64_t>& cu_seqlens, DeltaNetCache* cache) {
+  const auto& o = options_;
+  MM_CHECK(x.dim() == 3 && x.size(2) == o.hidden_size, "Gated DeltaNet: input must be [batch, seq, ", o.hidden_size,
+           "], got ", x.sizes());
+  const int64_t batch = x.size(0), seq = x.size(1);
+  if (!cu_seqlens.empty()) {
+    MM_CHECK(batch == 1, "Gated DeltaNet: a packed row (cu_seqlens) has batch 1, got ", batch);
+    MM_CHECK(cache == nullptr, "Gated DeltaNet: packed rows (cu_seqlens) are for training and take no cache");
+    MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0 && cu_seqlens.back() == seq,
+             "Gated DeltaNet: cu_seqlens must run from 0 to the row's ", seq, " tokens");
+    for (size_t s = 1; s < cu_seqlens.size(); ++s)
+      MM_CHECK(cu_seqlens[s] >= cu_seqlens[s - 1], "Gated DeltaNet: cu_seqlens decreases at index ", s);
+  }
+  auto h = x;
+  if (attention_mask.defined()) {
+    MM_CHECK(attention_mask.sizes() == x.sizes().slice(0, 2), "Gated DeltaNet: attention_mask must be [", batch,
+             ", ", seq, "], got ", attention_mask.sizes());
+    h = (h * attention_mask.unsqueeze(-1)).to(x.scalar_type());
+  }
+
+  auto mixed = causal_conv(in_proj_qkv(h).transpose(1, 2), cu_seqlens, cache).transpose(1, 2);
+  auto parts = mixed.split_with_sizes({o.key_dim(), o.key_dim(), o.value_dim()}, -1);
+  auto q = parts[0].reshape({batch, seq, o.num_key_heads, o.key_head_dim});
+  auto k = parts[1].reshape({batch, seq, o.num_key_heads, o.key_head_dim});
+  auto v = parts[2].reshape({batch, seq, o.num_value_heads, o.value_head_dim});
+  auto z = in_proj_z(h).reshape({batch, seq, o.num_value_heads, o.value_head_dim});
+  auto beta = in_proj_b(h).sigmoid();
+  // In fp32 whatever the weights' dtype: exp(A_log) overflows fp16 for the published ranges.
+  auto g = -A_log.to(torch::kFloat32).exp() * F::softplus(in_proj_a(h).to(torch::kFloat32) + dt_bias);
+  if (const int64_t group = o.num_value_heads / o.num_key_heads; group > 1) {
+    q = q.repeat_interleave(group, 2);
+    k = k.repeat_interleave(group, 2);
+  }
+  q = l2_normalize(q.to(torch::kFloat32)) * (1.0 / std::sqrt(static_cast<double>(o.key_head_dim)));
+  k = l2_normalize(k.to(torch::kFloat32));
+
+  DeltaRuleOutput rule;
+  if (!cu_seqlens.empty()) {
+    rule = gated_delta_rule_varlen(q, k, v, g, beta, cu_seqlens, o.chunk_size);
+  } else {
+    torch::Tensor initial = cache != nullptr ? cache->recurrent : torch::Tensor();
+    rule = (initial.defined() && seq == 1) ? gated_delta_rule_recurrent(q, k, v, g, beta, initial)
+                                           : gated_delta_rule_chunked(q, k, v, g, beta, o.chunk_size, initial);
+    if (cache != nullptr) cache->recurrent = rule.state.detach();
+  }
+  auto core = norm(rule.out.to(x.scalar_type()).reshape({-1, o.value_head_dim}), z.reshape({-1, o.value_head_dim}));
+  return out_proj(core.reshape({batch, seq, o.value_dim()}));
+}
+
+}  // namespace mm

@@ -1,0 +1,84 @@
+// Gated DeltaNet, the linear-attention layer of Qwen3.5's hybrid decoder (three of every four
+// layers), as transformers' Qwen3_5GatedDeltaNet computes it:
+//   in_proj_qkv -> short causal depthwise conv1d + SiLU -> split q, k, v per head;
+//   q, k L2-normalised (q scaled by 1/sqrt(key_dim)), key heads repeated up to the value heads;
+//   beta = sigmoid(in_proj_b x), g = -exp(A_log) * softplus(in_proj_a x + dt_bias);
+//   the gated delta rule (gated_delta_rule.h) -> gated RMSNorm with gate in_proj_z x -> out_proj.
+// Parameter names are the checkpoints' (below `linear_attn.`): in_proj_qkv, in_proj_z, in_proj_b,
+// in_proj_a, out_proj (Linears, so LoRA attaches as anywhere), conv1d.weight
+// [conv_dim, 1, kernel], dt_bias [value_heads], A_log [value_heads], norm.weight [value_dim].
+//
+// Three ways through the same layer:
+//   - plain: [batch, seq] rows, chunked delta rule (training, prefill);
+//   - packed: one row holding several samples (cu_seqlens): the conv window and the recurrent
+//     state restart at every sample, so the row equals its samples run alone;
+//   - cached: continuing from a DeltaNetCache (decode); one new token takes the recurrent step,
+//     several the chunked form from the cached state.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mm/nn/linear.h"
+#include "mm/nn/norms.h"
+
+namespace mm {
+
+struct GatedDeltaNetOptions {
+  int64_t hidden_size = 0;
+  int64_t num_key_heads = 0;    // HF linear_num_key_heads
+  int64_t num_value_heads = 0;  // HF linear_num_value_heads, a multiple of num_key_heads
+  int64_t key_head_dim = 0;     // HF linear_key_head_dim
+  int64_t value_head_dim = 0;   // HF linear_value_head_dim
+  int64_t conv_kernel = 4;      // HF linear_conv_kernel_dim
+  double eps = 1e-6;            // HF rms_norm_eps, of the gated norm
+  std::string activation = "silu";  // HF hidden_act, after the conv
+  // Tokens per chunk of the chunked form. Neither transformers (its torch path fixes 64) nor the
+  // published configs set one; 64 is FLA's. Any value gives the same result up to rounding.
+  int64_t chunk_size = 64;
+
+  int64_t key_dim() const { return num_key_heads * key_head_dim; }
+  int64_t value_dim() const { return num_value_heads * value_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // channels of q, k, v
+};
+
+// What decoding carries from one call to the next, per layer.
+struct DeltaNetCache {
+  torch::Tensor conv;       // [batch, conv_dim, conv_kernel - 1] the last conv inputs (x dtype)
+  torch::Tensor recurrent;  // [batch, value_heads, key_head_dim, value_head_dim] fp32
+  bool empty() const { return !conv.defined(); }
+};
+
+class GatedDeltaNetImpl : public torch::nn::Module {
+ public:
+  explicit GatedDeltaNetImpl(const GatedDeltaNetOptions& options);
+
+  // x: [batch, seq, hidden] -> [batch, seq, hidden].
+  // attention_mask: [batch, seq], 1 for tokens, 0 for padding (zeroed on the way in, as
+  //   transformers does, so left padding leaves the state at zero); undefined = all tokens.
+  // cu_seqlens: a packed row (batch 1): the sample boundaries, 0 .. seq; empty = one sample.
+  // cache: start from it (an empty one = zeros) and leave the state after the last token in it.
+  //   Not with cu_seqlens.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& attention_mask = {},
+                        const std::vector<int64_t>& cu_seqlens = {}, DeltaNetCache* cache = nullptr);
+
+  const GatedDeltaNetOptions& options() const { return options_; }
+
+  Linear in_proj_qkv{nullptr}, in_proj_z{nullptr}, in_proj_b{nullptr}, in_proj_a{nullptr}, out_proj{nullptr};
+  std::shared_ptr<torch::nn::Module> conv1d;  // holds "weight" [conv_dim, 1, conv_kernel]
+  torch::Tensor conv_weight, dt_bias, A_log;
+  GatedRMSNorm norm{nullptr};
+
+ private:
+  // mixed: [batch, conv_dim, seq] -> the activated causal conv, same shape.
+  torch::Tensor causal_conv(const torch::Tensor& mixed, const std::vector<int64_t>& cu_seqlens,
+                            DeltaNetCache* cache) const;
+
+  GatedDeltaNetOptions options_;
+};
+TORCH_MODULE(GatedDeltaNet);
+
+}  // namespace mm

@@ -1,0 +1,198 @@
+#include "mm/nn/gated_delta_rule.h"
+
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "mm/core/error.h"
+
+namespace mm {
+namespace {
+
+namespace F = torch::nn::functional;
+using torch::indexing::Slice;
+
+void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                  const torch::Tensor& beta, const char* form) {
+  MM_CHECK(q.dim() == 4 && k.sizes() == q.sizes(), "gated delta rule (", form,
+           "): q and k must both be [batch, seq, heads, key_dim], got q ", q.sizes(), " and k ", k.sizes());
+  MM_CHECK(v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) && v.size(2) == q.size(2),
+           "gated delta rule (", form, "): v must be [batch, seq, heads, value_dim] matching q ", q.sizes(),
+           ", got ", v.sizes());
+  MM_CHECK(g.sizes() == q.sizes().slice(0, 3) && beta.sizes() == g.sizes(), "gated delta rule (", form,
+           "): g and beta must be [batch, seq, heads] = ", q.sizes().slice(0, 3), ", got ", g.sizes(), " and ",
+           beta.sizes());
+}
+
+// [batch, seq, heads, ...] -> [batch, heads, seq, ...] in fp32, contiguous.
+torch::Tensor heads_first(const torch::Tensor& x) {
+  return x.transpose(1, 2).to(torch::kFloat32).contiguous();
+}
+
+torch::Tensor initial_or_zeros(const torch::Tensor& initial_state, int64_t batch, int64_t heads, int64_t key_dim,
+                               int64_t value_dim, const torch::Tensor& like) {
+  const std::vector<int64_t> shape = {batch, heads, key_dim, value_dim};
+  if (!initial_state.defined()) return torch::zeros(shape, like.options());
+  MM_CHECK(initial_state.sizes() == torch::IntArrayRef(shape), "gated delta rule: initial_state must be ", shape,
+           ", got ", initial_state.sizes());
+  return initial_state.to(like.options());
+}
+
+// The chunked algorithm on tensors already laid out in chunks:
+//   q, k: [batch, heads, chunks, C, key_dim]  v: [batch, heads, chunks, C, value_dim]
+//   g, beta: [batch, heads, chunks, C]
+// `resets[i]` zeroes the state before chunk i (a sample starts there); `ends[i]` keeps the state
+// after chunk i (a sample ends there). Returns the output [batch, heads, chunks, C, value_dim]
+// and the kept states stacked in chunk order ([kept, batch, heads, key_dim, value_dim]).
+std::pair<torch::Tensor, std::vector<torch::Tensor>> chunked_scan(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+    const torch::Tensor& beta, torch::Tensor state, const std::vector<bool>& resets, const std::vector<bool>& ends) {
+  const int64_t chunk = q.size(3);
+  const int64_t chunks = q.size(2);
+  auto k_beta = k * beta.unsqueeze(-1);
+  auto v_beta = v * beta.unsqueeze(-1);
+
+  // Inside a chunk, log-decays add up: cum[..., t] is the log of the decay from the chunk's
+  // start through position t, and exp(cum_i - cum_j) the decay between positions j and i.
+  auto cum = g.cumsum(-1);
+  auto above_diagonal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).triu(1);
+  auto pair_decay = (cum.unsqueeze(-1) - cum.unsqueeze(-2))
+                        .masked_fill(above_diagonal, -std::numeric_limits<double>::infinity())
+                        .exp();
+  auto k_t = k.transpose(-1, -2);
+  // The UT transform: with L the strictly lower part of (beta k k^T) * decay, the chunk's delta
+  // rule updates fold into (I + L)^-1 applied to beta v (the values to write) and to the decayed
+  // beta k (what the incoming state predicts); only the diagonal-free lower part is read.
+  auto ut_system = torch::matmul(k_beta, k_t) * pair_decay;
+  auto intra_attention = torch::matmul(q, k_t) * pair_decay;
+  auto decayed_k_beta = k_beta * cum.exp().unsqueeze(-1);
+  auto new_values = torch::linalg_solve_triangular(ut_system, v_beta, /*upper=*/false, /*left=*/true,
+                                                   /*unitriangular=*/true);
+  auto state_keys = torch::linalg_solve_triangular(ut_system, decayed_k_beta, /*upper=*/false, /*left=*/true,
+                                                   /*unitriangular=*/true);
+
+  // Decays applied once for every chunk: a query reads the incoming state decayed to its
+  // position, a key writes into the outgoing state decayed from its position to the chunk's end.
+  auto q_decayed = q * cum.exp().unsqueeze(-1);
+  auto k_decayed = k * (cum.index({"...", Slice(-1, torch::indexing::None)}) - cum).exp().unsqueeze(-1);
+  auto chunk_decay = cum.select(-1, chunk - 1).exp().unsqueeze(-1).unsqueeze(-1);  // [b, h, chunks, 1, 1]
+
+  std::vector<torch::Tensor> outputs, kept;
+  outputs.reserve(chunks);
+  for (int64_t i = 0; i < chunks; ++i) {
+    if (resets[i]) state = torch::zeros_like(state);
+    auto corrected = new_values.select(2, i) - torch::matmul(state_keys.select(2, i), state);
+    outputs.push_back(torch::matmul(q_decayed.select(2, i), state) +
+                      torch::matmul(intra_attention.select(2, i), corrected));
+    state = state * chunk_decay.select(2, i) + torch::matmul(k_decayed.select(2, i).transpose(-1, -2), corrected);
+    if (ends[i]) kept.push_back(state);
+  }
+  return {torch::stack(outputs, 2), kept};
+}
+
+}  // namespace
+
+DeltaRuleOutput gated_delta_rule_chunked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const torch::Tensor& g, const torch::Tensor& beta, int64_t chunk_size,
+                                         const torch::Tensor& initial_state) {
+  check_inputs(q, k, v, g, beta, "chunked");
+  MM_CHECK(chunk_size > 0, "gated delta rule: chunk_size must be positive, got ", chunk_size);
+  const int64_t batch = q.size(0), seq = q.size(1), heads = q.size(2), key_dim = q.size(3), value_dim = v.size(3);
+  const int64_t pad = (chunk_size - seq % chunk_size) % chunk_size;
+  const int64_t chunks = (seq + pad) / chunk_size;
+  auto chunked = [&](const torch::Tensor& x) {  // [b, s, h, d] -> [b, h, chunks, C, d]
+    return F::pad(heads_first(x), F::PadFuncOptions({0, 0, 0, pad})).view({batch, heads, chunks, chunk_size, -1});
+  };
+  auto chunked_gate = [&](const torch::Tensor& x) {  // [b, s, h] -> [b, h, chunks, C]
+    return F::pad(heads_first(x), F::PadFuncOptions({0, pad})).view({batch, heads, chunks, chunk_size});
+  };
+  auto vh = chunked(v);
+  auto state = initial_or_zeros(initial_state, batch, heads, key_dim, value_dim, vh);
+  if (chunks == 0) return {torch::zeros({batch, 0, heads, value_dim}, vh.options()), state};
+  std::vector<bool> resets(chunks, false), ends(chunks, false);
+  if (chunks > 0) ends.back() = true;
+  auto [out, kept] = chunked_scan(chunked(q), chunked(k), vh, chunked_gate(g), chunked_gate(beta), state, resets, ends);
+  out = out.view({batch, heads, chunks * chunk_size, value_dim}).narrow(2, 0, seq).transpose(1, 2).contiguous();
+  return {out, kept.empty() ? state : kept.back()};
+}
+
+DeltaRuleOutput gated_delta_rule_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& g, const torch::Tensor& beta,
+                                           const torch::Tensor& initial_state) {
+  check_inputs(q, k, v, g, beta, "recurrent");
+  const int64_t batch = q.size(0), seq = q.size(1), heads = q.size(2), key_dim = q.size(3), value_dim = v.size(3);
+  auto qh = heads_first(q), kh = heads_first(k), vh = heads_first(v), gh = heads_first(g), bh = heads_first(beta);
+  auto state = initial_or_zeros(initial_state, batch, heads, key_dim, value_dim, vh);
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(seq);
+  for (int64_t t = 0; t < seq; ++t) {
+    auto q_t = qh.select(2, t), k_t = kh.select(2, t), v_t = vh.select(2, t);  // [b, h, d]
+    state = state * gh.select(2, t).exp().unsqueeze(-1).unsqueeze(-1);
+    auto predicted = (state * k_t.unsqueeze(-1)).sum(-2);  // what the state already holds for k_t
+    auto delta = (v_t - predicted) * bh.select(2, t).unsqueeze(-1);
+    state = state + k_t.unsqueeze(-1) * delta.unsqueeze(-2);
+    outputs.push_back((state * q_t.unsqueeze(-1)).sum(-2));
+  }
+  auto out = seq > 0 ? torch::stack(outputs, 2) : vh;
+  return {out.transpose(1, 2).contiguous(), state};
+}
+
+DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                        const torch::Tensor& g, const torch::Tensor& beta,
+                                        const std::vector<int64_t>& cu_seqlens, int64_t chunk_size) {
+  check_inputs(q, k, v, g, beta, "varlen");
+  MM_CHECK(q.size(0) == 1, "gated delta rule (varlen): a packed row has batch 1, got ", q.size(0));
+  MM_CHECK(chunk_size > 0, "gated delta rule: chunk_size must be positive, got ", chunk_size);
+  const int64_t seq = q.size(1), heads = q.size(2), key_dim = q.size(3), value_dim = v.size(3);
+  MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0 && cu_seqlens.back() == seq,
+           "gated delta rule (varlen): cu_seqlens must run from 0 to the row's ", seq, " tokens");
+
+  // Each sample padded on its own to whole chunks: `rows` maps every padded position to its
+  // token, or to `seq` (an appended zero row) for padding; `positions` maps tokens back.
+  std::vector<int64_t> rows, positions;
+  std::vector<bool> resets, ends;
+  for (size_t s = 1; s < cu_seqlens.size(); ++s) {
+    const int64_t start = cu_seqlens[s - 1], end = cu_seqlens[s];
+    MM_CHECK(end >= start, "gated delta rule (varlen): cu_seqlens decreases at index ", s);
+    if (end == start) continue;
+    const int64_t chunks = (end - start + chunk_size - 1) / chunk_size;
+    for (int64_t c = 0; c < chunks; ++c) {
+      resets.push_back(c == 0);
+      ends.push_back(c == chunks - 1);
+    }
+    for (int64_t t = start; t < start + chunks * chunk_size; ++t) {
+      if (t < end) positions.push_back(static_cast<int64_t>(rows.size()));
+      rows.push_back(t < end ? t : seq);
+    }
+  }
+  const int64_t total_chunks = static_cast<int64_t>(resets.size());
+  if (total_chunks == 0) {
+    auto zeros = torch::zeros({1, 0, heads, value_dim}, v.options().dtype(torch::kFloat32));
+    return {zeros, torch::zeros({static_cast<int64_t>(cu_seqlens.size()) - 1, heads, key_dim, value_dim},
+                                zeros.options())};
+  }
+  auto options = torch::TensorOptions().dtype(torch::kLong).device(q.device());
+  auto row_index = torch::tensor(rows, options);
+  auto laid_out = [&](const torch::Tensor& x) {  // [1, s, h, ...] -> [1, h, chunks, C, ...]
+    auto h = heads_first(x);                      // [1, h, s, ...]
+    auto padded = torch::cat({h, torch::zeros_like(h.narrow(2, 0, 1))}, 2).index_select(2, row_index);
+    std::vector<int64_t> shape = {1, heads, total_chunks, chunk_size};
+    if (x.dim() == 4) shape.push_back(x.size(3));
+    return padded.view(shape);
+  };
+  auto vh = laid_out(v);
+  auto state = torch::zeros({1, heads, key_dim, value_dim}, vh.options());
+  auto [out, kept] = chunked_scan(laid_out(q), laid_out(k), vh, laid_out(g), laid_out(beta), state, resets, ends);
+  out = out.view({1, heads, total_chunks * chunk_size, value_dim})
+            .index_select(2, torch::tensor(positions, options))
+            .transpose(1, 2)
+            .contiguous();
+  // Empty samples keep a zero state so that `state` has one entry per sample.
+  std::vector<torch::Tensor> states;
+  size_t next = 0;
+  for (size_t s = 1; s < cu_seqlens.size(); ++s)
+    states.push_back(cu_seqlens[s] > cu_seqlens[s - 1] ? kept[next++].squeeze(0) : state.squeeze(0));
+  return {out, torch::stack(states)};
+}
+
+}  // namespace mm
