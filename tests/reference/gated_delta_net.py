@@ -7,6 +7,7 @@ OUT/NAME.safetensors with
   plain.x, plain.r, plain.out, plain.grad_x, plain.grad.P
                  a [2, 70] batch (70 crosses the 64-token chunk), out = layer(x), and the
                  gradients of sum(out * r)
+  plain.out_bf16 the same x through the layer cast to bf16 (transformers' own bf16 rounding)
   mask.x, mask.attention_mask, mask.out
                  a batch whose row 1 is left-padded by 5
   decode.x, decode.out
@@ -17,6 +18,7 @@ OUT/NAME.safetensors with
                  along the sequence; grads of the sum over samples of sum(out * r). What a packed
                  row of these samples must give.
 """
+import copy
 import json
 import os
 import sys
@@ -76,6 +78,8 @@ def main():
         (y * r).sum().backward()
         out.update({"plain.x": x.detach(), "plain.r": r, "plain.out": y.detach()})
         grads(layer, x, "plain", out)
+        with torch.no_grad():
+            out["plain.out_bf16"] = copy.deepcopy(layer).bfloat16()(x.detach().bfloat16()).float()
 
         with torch.no_grad():
             x = torch.randn(2, 20, hidden, generator=gen)

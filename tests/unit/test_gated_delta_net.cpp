@@ -4,6 +4,7 @@
 // head sizes apart and a kernel of 3):
 //   - a [2, 70] batch (across the 64-token chunk): outputs within 1e-4, input and parameter
 //     gradients within 1e-4 relative;
+//   - in bf16, an error against the fp32 output no larger than transformers' bf16 layer's;
 //   - a left-padded row equals transformers' masked forward;
 //   - prefill, six single-token recurrent steps and a chunk from the cache equal transformers'
 //     DynamicCache decode;
@@ -86,6 +87,21 @@ TEST_P(GatedDeltaNetParity, ForwardAndGradientsMatchTransformers) {
   (out * golden["plain.r"]).sum().backward();
   EXPECT_LT(relative_diff(x.grad(), golden["plain.grad_x"]), 1e-4);
   expect_parameter_grads(layer, golden, "plain", 1e-4);
+}
+
+// In bf16 the layer rounds no worse than transformers' bf16 layer does, both measured against
+// the fp32 output: the same tensors stay fp32 (the delta rule, the decay, the norm's statistics).
+TEST_P(GatedDeltaNetParity, Bf16RoundsNoWorseThanTransformers) {
+  auto [layer, golden] = load(GetParam());
+  torch::NoGradGuard no_grad;
+  layer->to(torch::kBFloat16);
+  auto ours = layer->forward(golden["plain.x"].to(torch::kBFloat16)).to(torch::kFloat32);
+  const auto reference = golden["plain.out"];
+  const double our_error = max_abs_diff(ours, reference);
+  const double their_error = max_abs_diff(golden["plain.out_bf16"], reference);
+  std::cout << GetParam() << ": bf16 max error against fp32, mmtrain " << our_error << ", transformers "
+            << their_error << "\n";
+  EXPECT_LE(our_error, their_error * 1.05) << "mmtrain bf16 error " << our_error << ", transformers' " << their_error;
 }
 
 TEST_P(GatedDeltaNetParity, LeftPaddingIsMaskedAsTransformersMasksIt) {
