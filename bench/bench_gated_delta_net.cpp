@@ -9,13 +9,12 @@
 // Usage: bench_gated_delta_net THREADS STEPS plain|packed|alone -> one JSON line on stdout.
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "bench_memory.h"
+#include "bench_timing.h"
 #include "mm/nn/gated_delta_net.h"
 
 int main(int argc, char** argv) {
@@ -53,15 +52,7 @@ int main(int argc, char** argv) {
       }
     }
   };
-  step();  // warm-up
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  const double median = ms[ms.size() / 2];
+  const double median = mm::bench::median_step_ms(step, steps);
   std::cout << "{\"impl\": \"mmtrain_" << mode << "\", \"tokens\": " << seq << ", \"step_ms\": " << median
             << ", \"tokens_per_s\": " << seq / (median / 1e3)
             << ", \"layer_rss_mb\": " << mm::bench::peak_rss_mb() - rss_before << "}" << std::endl;

@@ -7,14 +7,13 @@
 // Usage: bench_packed_attention THREADS STEPS segments|dense -> one JSON line on stdout.
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "mm/nn/varlen_attention.h"
 #include "bench_memory.h"
+#include "bench_timing.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -58,16 +57,9 @@ int main(int argc, char** argv) {
     }
     out.backward(upstream);
   };
-  step();  // warm-up
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  std::cout << "{\"impl\": \"mmtrain_" << impl << "\", \"tokens\": " << seq << ", \"step_ms\": " << ms[ms.size() / 2]
-            << ", \"tokens_per_s\": " << seq / (ms[ms.size() / 2] / 1e3)
+  const double median = mm::bench::median_step_ms(step, steps);
+  std::cout << "{\"impl\": \"mmtrain_" << impl << "\", \"tokens\": " << seq << ", \"step_ms\": " << median
+            << ", \"tokens_per_s\": " << seq / (median / 1e3)
             << ", \"attention_rss_mb\": " << mm::bench::peak_rss_mb() - rss_before << "}" << std::endl;
   return 0;
 }

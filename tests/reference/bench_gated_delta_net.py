@@ -5,7 +5,6 @@ same Qwen3.5-9B layer shapes, forward + backward, fp32, 2048 tokens. MODE "plain
 must compute (the torch path would let state and conv window cross the boundaries of a packed row).
 Usage: bench_gated_delta_net.py THREADS STEPS plain|packed -> one JSON line on stdout."""
 import json
-import resource
 import sys
 import time
 
@@ -13,13 +12,8 @@ import torch
 from transformers import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
+from bench_memory import peak_rss_mb, rss_now_mb
 
-def rss_now_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
 
 
 def main():
@@ -51,7 +45,7 @@ def main():
         times.append((time.perf_counter() - begin) * 1e3)
     times.sort()
     median = times[len(times) // 2]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    peak = peak_rss_mb()
     print(json.dumps({"impl": f"transformers_{mode}", "tokens": seq, "step_ms": median,
                       "tokens_per_s": seq / (median / 1e3), "layer_rss_mb": peak - rss_before}))
 

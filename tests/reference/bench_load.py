@@ -3,22 +3,14 @@ directory in the same dtype (from_pretrained, safetensors memory-mapped as trans
 them) and answers the same photo; the same JSON line, logits and answer ids.
 Usage: bench_load.py MODEL_DIR IMAGE PROMPT THREADS fp32|bf16 NEW_TOKENS LOGITS_OUT
        bench_load.py compare OURS_FP32 OURS_BF16 THEIRS_FP32 THEIRS_BF16   (one JSON line)"""
-import json, resource, sys, time
+import json, sys, time
 
 import torch
 from safetensors.torch import load_file, save_file
 
-
-def rss_now_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
+from bench_memory import peak_rss_mb, rss_now_mb
 
 
-def peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def compare(ours32, ours16, theirs32, theirs16):
@@ -57,7 +49,7 @@ def main():
     processor = AutoProcessor.from_pretrained(model_dir)
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(model_dir, dtype=dtype).eval()
     load_s = time.perf_counter() - start
-    rss_loaded, peak_loaded = rss_now_mb(), peak_mb()
+    rss_loaded, peak_loaded = rss_now_mb(), peak_rss_mb()
     messages = [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": prompt}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     inputs = processor(text=[text], images=[Image.open(image)], return_tensors="pt")
@@ -70,7 +62,7 @@ def main():
     save_file({"logits": logits.contiguous(), "answer": answer}, out)
     print(json.dumps({"impl": "transformers", "dtype": dtype_name, "load_s": load_s,
                       "rss_before_load_mb": rss_before, "rss_after_load_mb": rss_loaded,
-                      "peak_rss_load_mb": peak_loaded, "answer_s": answer_s, "peak_rss_mb": peak_mb(),
+                      "peak_rss_load_mb": peak_loaded, "answer_s": answer_s, "peak_rss_mb": peak_rss_mb(),
                       "prompt_tokens": inputs["input_ids"].shape[1], "new_tokens": len(answer)}))
 
 

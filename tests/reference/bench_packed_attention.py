@@ -6,7 +6,6 @@ transformers.integrations.sdpa_attention.sdpa_attention_forward, forward + backw
 the same shapes (16 query heads, 2 KV heads, head dim 128, 4096 tokens from 6 samples).
 Usage: bench_packed_attention.py THREADS STEPS -> one JSON line on stdout."""
 import json
-import resource
 import sys
 import time
 
@@ -15,13 +14,8 @@ from transformers import Qwen2Config
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import create_causal_mask
 
+from bench_memory import peak_rss_mb, rss_now_mb
 
-def rss_now_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
 
 
 def main():
@@ -60,7 +54,7 @@ def main():
         times.append((time.perf_counter() - start) * 1e3)
     times.sort()
     median = times[len(times) // 2]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    peak = peak_rss_mb()
     print(json.dumps({"impl": "transformers_sdpa_packed", "tokens": seq, "step_ms": median,
                       "tokens_per_s": seq / (median / 1e3), "attention_rss_mb": peak - rss_before}))
 
