@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast
 
 from qwen2_vl_chat_template import QWEN2_VL_CHAT_TEMPLATE
-from qwen3_vl_chat_template import QWEN3_VL_INSTRUCT_TEMPLATE
+from qwen3_vl_chat_template import QWEN3_VL_INSTRUCT_TEMPLATE, QWEN3_VL_THINKING_TEMPLATE
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -588,6 +588,14 @@ for name, messages in {**TEXT_CONVERSATIONS, **VISION_CONVERSATIONS, **VISION_TO
     for agp in (False, True):
         add_case("qwen3_vl_instruct", f"{name}/agp={agp}", messages, add_generation_prompt=agp)
     add_case("qwen3_vl_instruct", f"{name}/tools/vision_id", messages, tools=TOOLS, add_generation_prompt=True,
+             add_vision_id=True)
+
+# --- Qwen3-VL Thinking (reasoning_content or "<think>" in the content after the last query) ---
+templates["qwen3_vl_thinking"] = QWEN3_VL_THINKING_TEMPLATE
+for name, messages in {**TEXT_CONVERSATIONS, **VISION_CONVERSATIONS, **VISION_TOOL_CONVERSATIONS}.items():
+    for agp in (False, True):
+        add_case("qwen3_vl_thinking", f"{name}/agp={agp}", messages, add_generation_prompt=agp)
+    add_case("qwen3_vl_thinking", f"{name}/tools/vision_id", messages, tools=TOOLS, add_generation_prompt=True,
              add_vision_id=True)
 
 # --- Qwen3 ---

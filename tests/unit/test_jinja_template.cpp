@@ -59,7 +59,7 @@ TEST(JinjaParity, RendersEveryCaseLikeTransformers) {
     EXPECT_EQ(passed[name], n) << name;
   }
   // The published templates each carry many conversations; the language pieces one each.
-  for (const char* published : {"qwen2_vl", "qwen3_vl_instruct", "qwen3", "qwen3_8", "qwen3_5"}) EXPECT_GE(total[published], 40) << published;
+  for (const char* published : {"qwen2_vl", "qwen3_vl_instruct", "qwen3_vl_thinking", "qwen3", "qwen3_8", "qwen3_5"}) EXPECT_GE(total[published], 40) << published;
 }
 
 TEST(JinjaParity, FailsWhereJinja2Fails) {
