@@ -129,7 +129,8 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x, const torch::Te
   auto v = parts[2].reshape({batch, seq, o.num_value_heads, o.value_head_dim});
   auto z = in_proj_z(h).reshape({batch, seq, o.num_value_heads, o.value_head_dim});
   auto beta = in_proj_b(h).sigmoid();
-  // In fp32 whatever the weights' dtype: exp(A_log) overflows fp16 for the published ranges.
+  // In fp32 whatever the weights' dtype, as transformers computes it (in fp16, -exp(A_log) can
+  // reach -inf).
   auto g = -A_log.to(torch::kFloat32).exp() * F::softplus(in_proj_a(h).to(torch::kFloat32) + dt_bias);
   if (const int64_t group = o.num_value_heads / o.num_key_heads; group > 1) {
     q = q.repeat_interleave(group, 2);
