@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       }
     }
   };
-  const double median = mm::bench::median_step_ms(step, steps);
+  const double median = mm::bench::median_ms(step, steps);
   std::cout << "{\"impl\": \"mmtrain_" << mode << "\", \"tokens\": " << seq << ", \"step_ms\": " << median
             << ", \"tokens_per_s\": " << seq / (median / 1e3)
             << ", \"layer_rss_mb\": " << mm::bench::peak_rss_mb() - rss_before << "}" << std::endl;

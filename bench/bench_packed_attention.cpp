@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     }
     out.backward(upstream);
   };
-  const double median = mm::bench::median_step_ms(step, steps);
+  const double median = mm::bench::median_ms(step, steps);
   std::cout << "{\"impl\": \"mmtrain_" << impl << "\", \"tokens\": " << seq << ", \"step_ms\": " << median
             << ", \"tokens_per_s\": " << seq / (median / 1e3)
             << ", \"attention_rss_mb\": " << mm::bench::peak_rss_mb() - rss_before << "}" << std::endl;

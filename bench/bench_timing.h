@@ -1,5 +1,7 @@
-// Timing a benchmark step: one warm-up call (allocator, thread pool, lazy initialisation), then
-// the median of STEPS timed calls, so one slow outlier does not move the result.
+// Timing a benchmark step: one warm-up call (allocator, oneDNN primitive caches, thread pool), then
+// the median of `repeats` timed calls, so one slow outlier does not move the result; repeats 0:
+// one cold timed call (a peak-memory measurement that cannot afford a second run).
+// tests/reference/bench_timing.py times the reference side alike.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -8,12 +10,12 @@
 
 namespace mm::bench {
 
-inline double median_step_ms(const std::function<void()>& step, int steps) {
-  step();
+inline double median_ms(const std::function<void()>& fn, int repeats) {
+  if (repeats > 0) fn();
   std::vector<double> ms;
-  for (int i = 0; i < std::max(steps, 1); ++i) {
+  for (int i = 0; i < std::max(repeats, 1); ++i) {
     const auto start = std::chrono::steady_clock::now();
-    step();
+    fn();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(ms.begin(), ms.end());

@@ -11,9 +11,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <chrono>
-#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +20,7 @@
 #include "mm/models/wan/wan_transformer.h"
 #include "mm/train/optimizer.h"
 #include "bench_memory.h"
+#include "bench_timing.h"
 
 using mm::bench::peak_rss_mb;
 
@@ -30,19 +28,6 @@ namespace {
 
 constexpr int64_t kTextTokens = 64;
 constexpr int64_t kChannels = 16, kFrames = 5, kHeight = 16, kWidth = 16;  // one sample's latents
-
-// repeats 0: one cold run (a peak-memory measurement that cannot afford a second decode).
-double median_ms(const std::function<void()>& fn, int repeats) {
-  if (repeats > 0) fn();  // warm-up: allocator and oneDNN primitive caches
-  std::vector<double> ms;
-  for (int i = 0; i < std::max(repeats, 1); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 nlohmann::ordered_json train(const std::string& dir, int steps, int64_t batch) {
   const double rss_before_model = peak_rss_mb();
@@ -60,7 +45,7 @@ nlohmann::ordered_json train(const std::string& dir, int steps, int64_t batch) {
   const auto x0 = torch::randn({batch, kChannels, kFrames, kHeight, kWidth});
   const auto text = torch::randn({batch, kTextTokens, model->config().text_dim});
 
-  const double ms = median_ms(
+  const double ms = mm::bench::median_ms(
       [&] {
         const auto u = mm::sample_timestep_density(objective, batch, generator);
         const auto fm = mm::make_flow_matching_batch(objective, x0, torch::randn_like(x0), u);
@@ -87,7 +72,7 @@ nlohmann::ordered_json decode(const std::string& dir, const std::string& mode, i
   const bool tiled = mode == "tiled_decode";
   const double rss_before = peak_rss_mb();
   torch::NoGradGuard no_grad;
-  const double ms = median_ms([&] { tiled ? vae->tiled_decode(z, tiling) : vae->decode(z); }, repeats);
+  const double ms = mm::bench::median_ms([&] { tiled ? vae->tiled_decode(z, tiling) : vae->decode(z); }, repeats);
   const int64_t frames = 1 + (latent_frames - 1) * vae->config().temporal_compression();
   return {{"impl", "mmtrain"}, {"mode", mode}, {"frames", frames}, {"height", height}, {"width", width},
           {"ms_per_decode", ms}, {"frames_per_s", frames * 1e3 / ms}, {"peak_rss_mb", peak_rss_mb()},

@@ -6,13 +6,13 @@ must compute (the torch path would let state and conv window cross the boundarie
 Usage: bench_gated_delta_net.py THREADS STEPS plain|packed -> one JSON line on stdout."""
 import json
 import sys
-import time
 
 import torch
 from transformers import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
 
 from bench_memory import peak_rss_mb, rss_now_mb
+from bench_timing import median_ms
 
 
 
@@ -37,14 +37,7 @@ def main():
             layer(x[:, start:start + n]).backward(upstream[:, start:start + n])
             start += n
 
-    step()
-    times = []
-    for _ in range(steps):
-        begin = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - begin) * 1e3)
-    times.sort()
-    median = times[len(times) // 2]
+    median = median_ms(step, steps)
     peak = peak_rss_mb()
     print(json.dumps({"impl": f"transformers_{mode}", "tokens": seq, "step_ms": median,
                       "tokens_per_s": seq / (median / 1e3), "layer_rss_mb": peak - rss_before}))

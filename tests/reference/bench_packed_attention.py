@@ -7,7 +7,6 @@ the same shapes (16 query heads, 2 KV heads, head dim 128, 4096 tokens from 6 sa
 Usage: bench_packed_attention.py THREADS STEPS -> one JSON line on stdout."""
 import json
 import sys
-import time
 
 import torch
 from transformers import Qwen2Config
@@ -15,6 +14,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import create_causal_mask
 
 from bench_memory import peak_rss_mb, rss_now_mb
+from bench_timing import median_ms
 
 
 
@@ -46,14 +46,7 @@ def main():
         out, _ = sdpa_attention_forward(layer, q, k, v, mask, scaling=head_dim ** -0.5)
         out.backward(upstream)
 
-    step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
-    median = times[len(times) // 2]
+    median = median_ms(step, steps)
     peak = peak_rss_mb()
     print(json.dumps({"impl": "transformers_sdpa_packed", "tokens": seq, "step_ms": median,
                       "tokens_per_s": seq / (median / 1e3), "attention_rss_mb": peak - rss_before}))

@@ -7,13 +7,15 @@ is its own):
   bench_wan.py decode VAE_DIR THREADS REPEATS LATENT_FRAMES H W
   bench_wan.py tiled_decode VAE_DIR THREADS REPEATS LATENT_FRAMES H W   (tiles 128, stride 96)
 H and W are decoded pixels. Timings: one warm-up, then the median; REPEATS 0: one cold decode."""
-import json, resource, statistics, sys, time
+import json, resource, sys
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 from diffusers import AutoencoderKLWan, WanTransformer3DModel
 from diffusers.utils import logging as diffusers_logging
+
+from bench_timing import median_ms
 
 diffusers_logging.set_verbosity_error()
 TEXT_TOKENS = 64
@@ -42,17 +44,6 @@ def is_no_decay(name):
     lower = name.lower()
     return ("bias" in lower or "layernorm" in lower or "rmsnorm" in lower
             or any(part == "norm" or part.endswith("_norm") for part in lower.split(".")))
-
-
-def median_ms(fn, repeats):
-    if repeats > 0:  # else one cold run (a peak-memory measurement that cannot afford a second decode)
-        fn()
-    times = []
-    for _ in range(max(repeats, 1)):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def train(model_dir, steps, batch):
