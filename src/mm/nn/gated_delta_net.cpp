@@ -110,10 +110,7 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x, const torch::Te
   if (!cu_seqlens.empty()) {
     MM_CHECK(batch == 1, "Gated DeltaNet: a packed row (cu_seqlens) has batch 1, got ", batch);
     MM_CHECK(cache == nullptr, "Gated DeltaNet: packed rows (cu_seqlens) are for training and take no cache");
-    MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0 && cu_seqlens.back() == seq,
-             "Gated DeltaNet: cu_seqlens must run from 0 to the row's ", seq, " tokens");
-    for (size_t s = 1; s < cu_seqlens.size(); ++s)
-      MM_CHECK(cu_seqlens[s] >= cu_seqlens[s - 1], "Gated DeltaNet: cu_seqlens decreases at index ", s);
+    check_cu_seqlens(cu_seqlens, seq, "Gated DeltaNet");
   }
   auto h = x;
   if (attention_mask.defined()) {

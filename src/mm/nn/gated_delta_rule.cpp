@@ -137,6 +137,13 @@ DeltaRuleOutput gated_delta_rule_recurrent(const torch::Tensor& q, const torch::
   return {out.transpose(1, 2).contiguous(), state};
 }
 
+void check_cu_seqlens(const std::vector<int64_t>& cu_seqlens, int64_t seq, const std::string& who) {
+  MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0 && cu_seqlens.back() == seq,
+           who, ": cu_seqlens must run from 0 to the row's ", seq, " tokens");
+  for (size_t s = 1; s < cu_seqlens.size(); ++s)
+    MM_CHECK(cu_seqlens[s] >= cu_seqlens[s - 1], who, ": cu_seqlens decreases at index ", s);
+}
+
 DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const torch::Tensor& g, const torch::Tensor& beta,
                                         const std::vector<int64_t>& cu_seqlens, int64_t chunk_size) {
@@ -144,8 +151,7 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
   MM_CHECK(q.size(0) == 1, "gated delta rule (varlen): a packed row has batch 1, got ", q.size(0));
   MM_CHECK(chunk_size > 0, "gated delta rule: chunk_size must be positive, got ", chunk_size);
   const int64_t seq = q.size(1), heads = q.size(2), key_dim = q.size(3), value_dim = v.size(3);
-  MM_CHECK(cu_seqlens.size() >= 2 && cu_seqlens.front() == 0 && cu_seqlens.back() == seq,
-           "gated delta rule (varlen): cu_seqlens must run from 0 to the row's ", seq, " tokens");
+  check_cu_seqlens(cu_seqlens, seq, "gated delta rule (varlen)");
 
   // Each sample padded on its own to whole chunks: `rows` maps every padded position to its
   // token, or to `seq` (an appended zero row) for padding; `positions` maps tokens back.
@@ -153,7 +159,6 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
   std::vector<bool> resets, ends;
   for (size_t s = 1; s < cu_seqlens.size(); ++s) {
     const int64_t start = cu_seqlens[s - 1], end = cu_seqlens[s];
-    MM_CHECK(end >= start, "gated delta rule (varlen): cu_seqlens decreases at index ", s);
     if (end == start) continue;
     const int64_t chunks = (end - start + chunk_size - 1) / chunk_size;
     for (int64_t c = 0; c < chunks; ++c) {

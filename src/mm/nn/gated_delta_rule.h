@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mm {
@@ -38,6 +39,10 @@ DeltaRuleOutput gated_delta_rule_recurrent(const torch::Tensor& q, const torch::
                                            const torch::Tensor& v, const torch::Tensor& g,
                                            const torch::Tensor& beta,
                                            const torch::Tensor& initial_state = {});
+
+// Throws, naming `who`, unless cu_seqlens rises (never falls) from 0 to `seq`: the packed-row
+// boundaries that the layer's conv window and the rule below both restart at.
+void check_cu_seqlens(const std::vector<int64_t>& cu_seqlens, int64_t seq, const std::string& who);
 
 // A packed row: batch 1, cu_seqlens the samples' boundaries rising from 0 to seq (empty samples
 // allowed; anything else throws). Every sample is chunked on its own (padded to a multiple of chunk_size) and all
