@@ -582,21 +582,16 @@ for name, messages in {**VISION_CONVERSATIONS, **{k: TEXT_CONVERSATIONS[k] for k
             add_case("qwen2_vl", f"{name}/agp={agp}/vision_id={vision_id}", messages, add_generation_prompt=agp,
                      add_vision_id=vision_id)
 
-# --- Qwen3-VL Instruct ---
+# --- Qwen3-VL Instruct and Thinking (the Thinking one: reasoning_content or "<think>" in the content
+# after the last query): the same conversations through both ---
 templates["qwen3_vl_instruct"] = QWEN3_VL_INSTRUCT_TEMPLATE
-for name, messages in {**TEXT_CONVERSATIONS, **VISION_CONVERSATIONS, **VISION_TOOL_CONVERSATIONS}.items():
-    for agp in (False, True):
-        add_case("qwen3_vl_instruct", f"{name}/agp={agp}", messages, add_generation_prompt=agp)
-    add_case("qwen3_vl_instruct", f"{name}/tools/vision_id", messages, tools=TOOLS, add_generation_prompt=True,
-             add_vision_id=True)
-
-# --- Qwen3-VL Thinking (reasoning_content or "<think>" in the content after the last query) ---
 templates["qwen3_vl_thinking"] = QWEN3_VL_THINKING_TEMPLATE
-for name, messages in {**TEXT_CONVERSATIONS, **VISION_CONVERSATIONS, **VISION_TOOL_CONVERSATIONS}.items():
-    for agp in (False, True):
-        add_case("qwen3_vl_thinking", f"{name}/agp={agp}", messages, add_generation_prompt=agp)
-    add_case("qwen3_vl_thinking", f"{name}/tools/vision_id", messages, tools=TOOLS, add_generation_prompt=True,
-             add_vision_id=True)
+for template in ("qwen3_vl_instruct", "qwen3_vl_thinking"):
+    for name, messages in {**TEXT_CONVERSATIONS, **VISION_CONVERSATIONS, **VISION_TOOL_CONVERSATIONS}.items():
+        for agp in (False, True):
+            add_case(template, f"{name}/agp={agp}", messages, add_generation_prompt=agp)
+        add_case(template, f"{name}/tools/vision_id", messages, tools=TOOLS, add_generation_prompt=True,
+                 add_vision_id=True)
 
 # --- Qwen3 ---
 templates["qwen3"] = QWEN3_TEMPLATE
