@@ -21,3 +21,15 @@ mm_test(test_qwen3_vl_moe_model ORACLES qwen3_vl_moe_model)
 # decode and packed rows against transformers; the chunked, recurrent and varlen forms agree.
 mm_oracle(gated_delta_net)
 mm_test(test_gated_delta_net ORACLES gated_delta_net)
+# Qwen3.5's hybrid decoder (Gated DeltaNet and gated-attention layers from layer_types) as a
+# causal LM: logits, loss, gradients, 32 greedy tokens through both caches against transformers;
+# a packed row's losses and gradients equal its samples' alone.
+mm_oracle(qwen3_5_text)
+mm_test(test_qwen3_5_text ORACLES qwen3_5_text)
+# Qwen3.5, the natively multimodal hybrid: Qwen3-VL's tower without DeepStack before the hybrid
+# decoder: positions, logits, 32 greedy tokens through both caches, bf16, export, MTP head skipped.
+mm_oracle(qwen3_5_model)
+mm_test(test_qwen3_5_model ORACLES qwen3_5_model)
+# Qwen3.5-MoE: every hybrid layer sparse with a gated shared expert; both expert layouts.
+mm_oracle(qwen3_5_moe_model)
+mm_test(test_qwen3_5_moe_model ORACLES qwen3_5_moe_model)

@@ -1,6 +1,7 @@
-"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL, Qwen2-VL, Qwen3-VL or Qwen3-VL-MoE) from
-transformers, their logits and greedy generations. Run by qwen2_5_vl_model.py, qwen2_vl_model.py,
-qwen3_vl_model.py and qwen3_vl_moe_model.py: main(family, out).
+"""Oracle: tiny random Qwen-VL models (Qwen2.5-VL, Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE, Qwen3.5 or
+Qwen3.5-MoE) from transformers, their logits and greedy generations. Run by qwen2_5_vl_model.py,
+qwen2_vl_model.py, qwen3_vl_model.py, qwen3_vl_moe_model.py, qwen3_5_model.py and
+qwen3_5_moe_model.py: main(family, out).
 
 Writes into <out>:
   A/          config A (GQA 4:2, untied lm_head) via save_pretrained (published weight names)
@@ -8,9 +9,10 @@ Writes into <out>:
   B/          config B (MQA 4:1, tied embeddings): module-tree weight names (model.language_model.*,
               model.visual.*) and the published config.json layout (flat for Qwen2-VL and
               Qwen2.5-VL; for Qwen3-VL a nested text_config with rope_scaling and rope_theta, and a
-              vision_config without rope_parameters); transformers reloads it here and must
+              vision_config without rope_parameters; for Qwen3.5, published in the transformers 5
+              era, transformers 5's own layout); transformers reloads it here and must
               reproduce the logits, so the layout is one the reference accepts
-  Qwen3-VL's videos are laid out as its processor lays them out: each frame its own placeholder
+  Qwen3-VL's (and Qwen3.5's) videos are laid out as its processor lays them out: each frame its own placeholder
   run between timestamp text ("<t seconds>" tokens) and vision start/end tokens.
   cases_A.safetensors, cases_B.safetensors: per case <case>.<field> tensors
      input_ids, attention_mask, pixel_values, image_grid_thw, pixel_values_videos,
@@ -28,8 +30,10 @@ import copy, json, os
 import torch
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
-                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
-                          Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration)
+                          Qwen2VLForConditionalGeneration, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                          Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration,
+                          Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig,
+                          Qwen3VLMoeForConditionalGeneration)
 
 NEW_TOKENS = 32
 
@@ -104,10 +108,55 @@ QWEN3_VL_MOE_CONFIGS = {
               seed=8642),
 }
 
+# Qwen3.5: Qwen3-VL's tower without DeepStack, the hybrid decoder. A: the published pattern (three
+# Gated DeltaNet layers, then gated attention) with quarter rotary over head_dim 32 (mrope_section
+# [1, 1, 2] of the 4 rotary frequencies), 2:1 grouped DeltaNet heads; B: attention first and every
+# other layer, half rotary over head_dim 32 ([3, 3, 2]), tied embeddings, DeltaNet conv kernel 3.
+def _qwen3_5_vision(spec):
+    return {k: v for k, v in spec.items() if k != "deepstack_visual_indexes"}
+
+
+QWEN3_5_CONFIGS = {
+    "A": dict(
+        vision=_qwen3_5_vision(QWEN3_VL_CONFIGS["A"]["vision"]),
+        text=dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1,
+                  linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12,
+                  linear_conv_kernel_dim=4,
+                  rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[1, 1, 2],
+                                       mrope_interleaved=True, partial_rotary_factor=0.25)),
+        tokens=QWEN3_VL_CONFIGS["A"]["tokens"], tie=False, seed=3579),
+    "B": dict(
+        vision=_qwen3_5_vision(QWEN3_VL_CONFIGS["B"]["vision"]),
+        text=dict(vocab_size=320, hidden_size=96, intermediate_size=160, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=1, head_dim=32, rms_norm_eps=1e-6, initializer_range=0.1, bos_token_id=1,
+                  layer_types=["full_attention", "linear_attention", "full_attention", "linear_attention"],
+                  linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+                  linear_conv_kernel_dim=3,
+                  rope_parameters=dict(rope_type="default", rope_theta=5000000.0, mrope_section=[3, 3, 2],
+                                       mrope_interleaved=True, partial_rotary_factor=0.5)),
+        tokens=QWEN3_VL_CONFIGS["B"]["tokens"], tie=True, seed=9531),
+}
+
+# Qwen3.5-MoE: the Qwen3.5 configs with every layer sparse (a router over 4 or 6 experts, top 2,
+# renormalised) beside a gated shared expert.
+QWEN3_5_MOE_CONFIGS = {
+    "A": dict(QWEN3_5_CONFIGS["A"],
+              text=dict(QWEN3_5_CONFIGS["A"]["text"], num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+                        shared_expert_intermediate_size=40),
+              seed=4680),
+    "B": dict(QWEN3_5_CONFIGS["B"],
+              text=dict(QWEN3_5_CONFIGS["B"]["text"], num_experts=6, num_experts_per_tok=2, moe_intermediate_size=40,
+                        shared_expert_intermediate_size=56),
+              seed=6804),
+}
+
 FAMILIES = {"qwen2_5_vl": (QWEN2_5_VL_CONFIGS, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration),
             "qwen2_vl": (QWEN2_VL_CONFIGS, Qwen2VLConfig, Qwen2VLForConditionalGeneration),
             "qwen3_vl": (QWEN3_VL_CONFIGS, Qwen3VLConfig, Qwen3VLForConditionalGeneration),
-            "qwen3_vl_moe": (QWEN3_VL_MOE_CONFIGS, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration)}
+            "qwen3_vl_moe": (QWEN3_VL_MOE_CONFIGS, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration),
+            "qwen3_5": (QWEN3_5_CONFIGS, Qwen3_5Config, Qwen3_5ForConditionalGeneration),
+            "qwen3_5_moe": (QWEN3_5_MOE_CONFIGS, Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration)}
 
 
 def build(family, spec):
@@ -209,7 +258,8 @@ def greedy(model, kw, eos=None):
 
 
 def cases_for(family, spec):
-    return make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1), frames_apart=family.startswith("qwen3_vl"))
+    frames_apart = family.startswith("qwen3_vl") or family.startswith("qwen3_5")
+    return make_cases(spec, torch.Generator().manual_seed(spec["seed"] + 1), frames_apart=frames_apart)
 
 
 def record(family, name, spec, model):
@@ -292,7 +342,12 @@ def main(family, out):
             state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
             assert any(k.startswith("model.language_model.") for k in state)
             save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-            published = published_qwen3_vl_config(model) if family.startswith("qwen3_vl") else flat_published_config(model)
+            if family.startswith("qwen3_5"):
+                published = model.config.to_dict()
+            elif family.startswith("qwen3_vl"):
+                published = published_qwen3_vl_config(model)
+            else:
+                published = flat_published_config(model)
             with open(os.path.join(directory, "config.json"), "w") as f:
                 json.dump(published, f, indent=2)
             reloaded = model_class.from_pretrained(directory).eval()

@@ -5,13 +5,12 @@
 // logits within 1e-4, router logits within 1e-5, aux loss within 1e-6, loss and gradients within
 // 1e-4 relative, 16 greedy tokens with the KV cache identical to generate. And a packed row of
 // three samples equals the samples run alone.
-#include <sstream>
-
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/models/qwen3/qwen3_causal_lm.h"
 #include "mm/nn/moe.h"
 #include "mm/train/recompute.h"
+#include "causal_lm_cases.h"
 #include "test_files.h"
 #include "testing.h"
 
@@ -24,33 +23,9 @@ Qwen3ForCausalLM load(const std::string& name) {
   return Qwen3ForCausalLMImpl::from_pretrained(golden_dir(kOracle) / name);
 }
 
-std::shared_ptr<SafetensorsFile> cases_of(const std::string& name) {
-  return SafetensorsFile::open(golden_dir(kOracle) / ("cases_" + name + ".safetensors"));
-}
-
-torch::Tensor field(const SafetensorsFile& file, const std::string& key) {
-  return file.contains(key) ? file.tensor(key).clone() : torch::Tensor();
-}
-
-Qwen3Inputs inputs_of(const SafetensorsFile& file, const std::string& c) {
-  Qwen3Inputs in;
-  in.input_ids = field(file, c + ".input_ids");
-  in.attention_mask = field(file, c + ".attention_mask");
-  in.labels = field(file, c + ".labels");
-  return in;
-}
-
-std::vector<std::string> grad_names(const SafetensorsFile& file) {
-  auto bytes = file.tensor("grad_names").contiguous();
-  std::istringstream text(std::string(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel()));
-  std::vector<std::string> names;
-  for (std::string line; std::getline(text, line);) names.push_back(line);
-  return names;
-}
-
-double relative_diff(const torch::Tensor& got, const torch::Tensor& want) {
-  return max_abs_diff(got, want) / std::max(want.abs().max().item<double>(), 1e-12);
-}
+std::shared_ptr<SafetensorsFile> cases_of(const std::string& name) { return causal_lm_cases(kOracle, name); }
+torch::Tensor field(const SafetensorsFile& file, const std::string& key) { return case_field(file, key); }
+Qwen3Inputs inputs_of(const SafetensorsFile& file, const std::string& c) { return causal_lm_inputs(file, c); }
 
 const std::vector<std::string> kCases = {"batch", "padded"};
 

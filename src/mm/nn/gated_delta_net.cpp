@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/nn/compute_dtype.h"
 #include "mm/nn/gated_delta_rule.h"
 #include "mm/nn/gated_mlp.h"
 #include "mm/nn/parameter_init.h"
@@ -127,14 +128,15 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor& x, const torch::Te
   auto z = in_proj_z(h).reshape({batch, seq, o.num_value_heads, o.value_head_dim});
   auto beta = in_proj_b(h).sigmoid();
   // In fp32 whatever the weights' dtype, as transformers computes it (in fp16, -exp(A_log) can
-  // reach -inf).
-  auto g = -A_log.to(torch::kFloat32).exp() * F::softplus(in_proj_a(h).to(torch::kFloat32) + dt_bias);
+  // reach -inf); fp64 stays fp64.
+  const auto fp = at_least_fp32(x.scalar_type());
+  auto g = -A_log.to(fp).exp() * F::softplus(in_proj_a(h).to(fp) + dt_bias);
   if (const int64_t group = o.num_value_heads / o.num_key_heads; group > 1) {
     q = q.repeat_interleave(group, 2);
     k = k.repeat_interleave(group, 2);
   }
-  q = l2_normalize(q.to(torch::kFloat32)) * (1.0 / std::sqrt(static_cast<double>(o.key_head_dim)));
-  k = l2_normalize(k.to(torch::kFloat32));
+  q = l2_normalize(q.to(fp)) * (1.0 / std::sqrt(static_cast<double>(o.key_head_dim)));
+  k = l2_normalize(k.to(fp));
 
   DeltaRuleOutput rule;
   if (!cu_seqlens.empty()) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "mm/nn/kv_cache.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/norms.h"
 
@@ -43,13 +44,6 @@ struct GatedDeltaNetOptions {
   int64_t key_dim() const { return num_key_heads * key_head_dim; }
   int64_t value_dim() const { return num_value_heads * value_head_dim; }
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // channels of q, k, v
-};
-
-// What decoding carries from one call to the next, per layer.
-struct DeltaNetCache {
-  torch::Tensor conv;       // [batch, conv_dim, conv_kernel - 1] the last conv inputs (x dtype)
-  torch::Tensor recurrent;  // [batch, value_heads, key_head_dim, value_head_dim] fp32
-  bool empty() const { return !conv.defined(); }
 };
 
 class GatedDeltaNetImpl : public torch::nn::Module {

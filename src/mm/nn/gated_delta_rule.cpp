@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "mm/core/error.h"
+#include "mm/nn/compute_dtype.h"
 
 namespace mm {
 namespace {
@@ -24,9 +25,9 @@ void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::T
            beta.sizes());
 }
 
-// [batch, seq, heads, ...] -> [batch, heads, seq, ...] in fp32, contiguous.
+// [batch, seq, heads, ...] -> [batch, heads, seq, ...] in fp32 (fp64 stays), contiguous.
 torch::Tensor heads_first(const torch::Tensor& x) {
-  return x.transpose(1, 2).to(torch::kFloat32).contiguous();
+  return x.transpose(1, 2).to(at_least_fp32(x.scalar_type())).contiguous();
 }
 
 torch::Tensor initial_or_zeros(const torch::Tensor& initial_state, int64_t batch, int64_t heads, int64_t key_dim,
@@ -172,7 +173,7 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
   }
   const int64_t total_chunks = static_cast<int64_t>(resets.size());
   if (total_chunks == 0) {
-    auto zeros = torch::zeros({1, 0, heads, value_dim}, v.options().dtype(torch::kFloat32));
+    auto zeros = torch::zeros({1, 0, heads, value_dim}, v.options().dtype(at_least_fp32(v.scalar_type())));
     return {zeros, torch::zeros({static_cast<int64_t>(cu_seqlens.size()) - 1, heads, key_dim, value_dim},
                                 zeros.options())};
   }

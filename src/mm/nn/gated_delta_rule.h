@@ -7,7 +7,8 @@
 //   - recurrent: one token at a time, the decode form (torch_recurrent_gated_delta_rule);
 //   - varlen: a packed row of several samples, the state restarting at zero at every sample
 //     start (cu_seqlens), so a packed row gives what its samples give one by one.
-// All three are plain torch ops, so autograd differentiates them; they compute in fp32.
+// All three are plain torch ops, so autograd differentiates them; they compute in fp32 (fp64 inputs
+// in fp64, nn/compute_dtype.h).
 //
 // Inputs are the layer's prepared tensors (gated_delta_net.h): q and k L2-normalised, q already
 // scaled by 1/sqrt(key_dim), key heads repeated up to the value heads.
@@ -24,8 +25,8 @@
 namespace mm {
 
 struct DeltaRuleOutput {
-  torch::Tensor out;    // [batch, seq, heads, value_dim], fp32
-  torch::Tensor state;  // [batch, heads, key_dim, value_dim], fp32: the state after the last token
+  torch::Tensor out;    // [batch, seq, heads, value_dim], fp32 (or fp64)
+  torch::Tensor state;  // [batch, heads, key_dim, value_dim], fp32 (or fp64): the state after the last token
 };
 
 // `initial_state` [batch, heads, key_dim, value_dim] or undefined (zeros). The sequence is

@@ -7,7 +7,19 @@
 namespace mm {
 
 KVCache::KVCache(int64_t num_layers, int64_t capacity)
-    : capacity_(std::max<int64_t>(capacity, 1)), keys_(num_layers), values_(num_layers), lengths_(num_layers, 0) {}
+    : capacity_(std::max<int64_t>(capacity, 1)), keys_(num_layers), values_(num_layers), lengths_(num_layers, 0),
+      linear_(static_cast<size_t>(num_layers)) {}
+
+DeltaNetCache& KVCache::linear_state(int64_t layer) {
+  MM_CHECK(layer >= 0 && layer < num_layers(), "KVCache: layer ", layer, " outside [0, ", num_layers(), ")");
+  return linear_[static_cast<size_t>(layer)];
+}
+
+int64_t KVCache::length() const {
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (keys_[i].defined()) return lengths_[i];
+  return 0;
+}
 
 std::pair<torch::Tensor, torch::Tensor> KVCache::update(int64_t layer, const torch::Tensor& key,
                                                         const torch::Tensor& value) {

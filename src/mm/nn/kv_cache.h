@@ -1,5 +1,7 @@
-// Key/value cache for autoregressive decoding: one preallocated buffer pair per layer, written in
-// place, so a decode step appends one position instead of re-running (or re-copying) the prefix.
+// What autoregressive decoding carries from one forward to the next. Attention layers: one
+// preallocated key/value buffer pair per layer, written in place, so a decode step appends one
+// position instead of re-running (or re-copying) the prefix. Gated DeltaNet layers (hybrid
+// decoders): the conv window and the recurrent state, a fixed size whatever the length.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -8,6 +10,13 @@
 #include <vector>
 
 namespace mm {
+
+// A Gated DeltaNet layer's state (nn/gated_delta_net.h).
+struct DeltaNetCache {
+  torch::Tensor conv;       // [batch, conv_dim, conv_kernel - 1] the last conv inputs (x dtype)
+  torch::Tensor recurrent;  // [batch, value_heads, key_head_dim, value_head_dim] fp32 (fp64 for fp64 x)
+  bool empty() const { return !conv.defined(); }
+};
 
 class KVCache {
  public:
@@ -21,8 +30,12 @@ class KVCache {
   std::pair<torch::Tensor, torch::Tensor> update(int64_t layer, const torch::Tensor& key,
                                                  const torch::Tensor& value);
 
-  // Positions cached so far (before the current forward has touched layer 0).
-  int64_t length() const { return lengths_.empty() ? 0 : lengths_.front(); }
+  // Layer `layer`'s Gated DeltaNet state (empty until its first forward), updated in place.
+  DeltaNetCache& linear_state(int64_t layer);
+
+  // Positions cached so far (before the current forward has touched the first attention layer;
+  // a hybrid decoder's first layers may be DeltaNet ones, which keep no positions).
+  int64_t length() const;
   int64_t num_layers() const { return static_cast<int64_t>(lengths_.size()); }
 
  private:
@@ -30,6 +43,7 @@ class KVCache {
   std::vector<torch::Tensor> keys_;    // [batch, kv_heads, capacity, head_dim] per layer
   std::vector<torch::Tensor> values_;
   std::vector<int64_t> lengths_;
+  std::vector<DeltaNetCache> linear_;
 };
 
 }  // namespace mm

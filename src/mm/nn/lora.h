@@ -12,8 +12,11 @@ struct LoraConfig {
   int64_t rank = 8;
   double alpha = 16;
   double dropout = 0.0;
-  // Last name component of the linears that get adapters.
-  std::vector<std::string> target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  // Last name component of the linears that get adapters: attention and MLP (experts included),
+  // and Gated DeltaNet's counterparts of q/k/v and o (in_proj_qkv, in_proj_z for the output gate,
+  // out_proj; not the per-head in_proj_a/b of a few outputs each).
+  std::vector<std::string> target_modules = {"q_proj",      "k_proj",    "v_proj",   "o_proj",   "gate_proj",
+                                             "up_proj",     "down_proj", "in_proj_qkv", "in_proj_z", "out_proj"};
   // LLaMA-Factory freezes and skips the vision tower by default.
   std::vector<std::string> exclude_prefixes = {"visual."};
 };

@@ -17,6 +17,13 @@ SparseMoeBlockImpl::SparseMoeBlockImpl(const MoEOptions& options) : options_(opt
   experts = register_module("experts", torch::nn::ModuleList());
   for (int64_t e = 0; e < options.num_experts; ++e)
     experts->push_back(GatedMLP(options.hidden_size, options.intermediate_size, /*bias=*/false, options.activation));
+  MM_CHECK(options.shared_intermediate_size >= 0, "SparseMoeBlock: shared_intermediate_size must be >= 0, got ",
+           options.shared_intermediate_size);
+  if (options.shared_intermediate_size > 0) {
+    shared_expert = register_module("shared_expert", GatedMLP(options.hidden_size, options.shared_intermediate_size,
+                                                              /*bias=*/false, options.activation));
+    shared_expert_gate = register_module("shared_expert_gate", Linear(options.hidden_size, 1, /*bias=*/false));
+  }
 }
 
 MoERouting SparseMoeBlockImpl::route(const torch::Tensor& x) {
@@ -47,6 +54,8 @@ torch::Tensor SparseMoeBlockImpl::forward(const torch::Tensor& x, LoadBalancingL
   auto routing = route(flat);
   router_logits_ = routing.logits;
   auto out = dispatch ? dispatch(*this, flat, routing) : run_local_experts(flat, routing);
+  // Every token through the shared expert too (never dispatched: each rank holds it whole).
+  if (shared_expert) out = out + torch::sigmoid(shared_expert_gate(flat)) * shared_expert(flat);
   if (balance) out = balance->attach(out, routing.probs, routing.experts);
   return out.view(x.sizes());
 }

@@ -1,6 +1,6 @@
 // The sparse mixture-of-experts block of Qwen3-MoE (and the Qwen3-VL-MoE / Qwen3.5-MoE language
 // models that reuse it): a router picks the top-k of num_experts SwiGLU experts per token and
-// the token's output is their weighted sum. Plus the Switch-Transformer load-balancing loss
+// the token's output is their weighted sum (Qwen3.5-MoE adds a gated shared expert). Plus the Switch-Transformer load-balancing loss
 // over the routers' logits, as transformers' load_balancing_loss_func computes it.
 //
 // Parameter names are the published checkpoints': gate.weight [num_experts, hidden] and
@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "mm/nn/gated_mlp.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/load_balancing.h"
 
@@ -31,6 +32,9 @@ struct MoEOptions {
   int64_t top_k = 0;              // HF num_experts_per_tok
   bool norm_topk_prob = false;    // renormalise the k chosen probabilities to sum to 1
   std::string activation = "silu";
+  // Qwen3.5-MoE's shared expert (HF shared_expert_intermediate_size; 0: none): an MLP every token
+  // passes through beside its routed experts, scaled by sigmoid(shared_expert_gate x).
+  int64_t shared_intermediate_size = 0;
 };
 
 // What the router chose for each of `tokens` tokens.
@@ -92,6 +96,8 @@ class SparseMoeBlockImpl : public torch::nn::Module {
 
   Linear gate{nullptr};                  // [num_experts, hidden], no bias
   torch::nn::ModuleList experts{nullptr};  // num_experts GatedMLPs (no biases)
+  GatedMLP shared_expert{nullptr};         // with options.shared_intermediate_size only
+  Linear shared_expert_gate{nullptr};      // [1, hidden], no bias; with the shared expert
 
  private:
   MoEOptions options_;

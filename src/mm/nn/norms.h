@@ -5,16 +5,21 @@
 
 namespace mm {
 
-// RMSNorm as in Llama/Qwen2: computed in fp32, scaled by `weight` in the input dtype.
+// RMSNorm as in Llama/Qwen2: computed in fp32 (fp64 stays fp64), scaled by `weight` in the input dtype.
 // x: [..., hidden] -> [..., hidden]. Parameter: weight [hidden] (HF name "weight").
+// zero_centered (Qwen3.5's Qwen3_5RMSNorm, Qwen3-Next's): the weight is an offset from one,
+// starting at zero, and the scale (1 + weight) is applied in fp32 before the cast back; weight
+// decay then pulls the scale towards one rather than zero.
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(int64_t hidden_size, double eps);
+  RMSNormImpl(int64_t hidden_size, double eps, bool zero_centered = false);
   torch::Tensor forward(const torch::Tensor& x);
+  bool zero_centered() const { return zero_centered_; }
   torch::Tensor weight;
 
  private:
   double eps_;
+  bool zero_centered_;
 };
 TORCH_MODULE(RMSNorm);
 

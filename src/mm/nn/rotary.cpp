@@ -71,7 +71,12 @@ RotaryCosSin interleaved_mrope_cos_sin(const torch::Tensor& inv_freq, const torc
 torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryCosSin& rope) {
   auto cos = rope.cos.unsqueeze(1);
   auto sin = rope.sin.unsqueeze(1);
-  return x * cos + rotate_half(x) * sin;
+  const int64_t rotary_dim = cos.size(-1);
+  if (rotary_dim == x.size(-1)) return x * cos + rotate_half(x) * sin;
+  MM_CHECK(rotary_dim < x.size(-1), "rotary: tables of ", rotary_dim, " dims for heads of ", x.size(-1));
+  // Partial rotary: the leading rotary_dim channels turn, the rest pass through unchanged.
+  const auto turned = x.narrow(-1, 0, rotary_dim);
+  return torch::cat({turned * cos + rotate_half(turned) * sin, x.narrow(-1, rotary_dim, x.size(-1) - rotary_dim)}, -1);
 }
 
 }  // namespace mm

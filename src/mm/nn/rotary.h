@@ -11,7 +11,8 @@
 
 namespace mm {
 
-// cos and sin tables, [batch, seq, head_dim] each, in the activation dtype.
+// cos and sin tables, [batch, seq, rotary_dim] each (rotary_dim = head_dim unless partial), in the
+// activation dtype.
 struct RotaryCosSin {
   torch::Tensor cos;
   torch::Tensor sin;
@@ -35,7 +36,9 @@ RotaryCosSin mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& p
 RotaryCosSin interleaved_mrope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
                                        const std::vector<int64_t>& mrope_section, c10::ScalarType dtype);
 
-// x: [batch, heads, seq, head_dim]; rope: [batch, seq, head_dim]. x * cos + rotate_half(x) * sin.
+// x: [batch, heads, seq, head_dim]; rope: [batch, seq, rotary_dim]. x * cos + rotate_half(x) * sin
+// on the leading rotary_dim channels (all of them but with partial rotary, e.g. Qwen3.5's quarter);
+// the others pass through.
 torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryCosSin& rope);
 
 }  // namespace mm

@@ -155,6 +155,7 @@ std::string ModelSpec::commands() const {
 const std::vector<ModelSpec>& model_registry() {
   static const std::vector<ModelSpec> registry = {qwen_vl("qwen2_5_vl", "Qwen2.5-VL"), qwen_vl("qwen2_vl", "Qwen2-VL"),
                                                   qwen_vl("qwen3_vl", "Qwen3-VL"), qwen_vl("qwen3_vl_moe", "Qwen3-VL-MoE"),
+                                                  qwen_vl("qwen3_5", "Qwen3.5"), qwen_vl("qwen3_5_moe", "Qwen3.5-MoE"),
                                                   wan_text_to_video(), wan_image_to_video()};
   return registry;
 }

@@ -17,8 +17,8 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
   if (!padded) {
     // Without padding SDPA's own masking suffices: upper-left causal alignment equals ours when
     // there is no prefix, and a single new token sees everything.
-    if (past == 0) return {{}, true, nullptr};
-    if (q_len == 1) return {{}, false, nullptr};
+    if (past == 0) return {{}, true, nullptr, {}, {}};
+    if (q_len == 1) return {{}, false, nullptr, {}, {}};
   } else {
     MM_CHECK(padding_mask.dim() == 2 && padding_mask.size(1) == kv_len, "attention_mask must be [batch, ",
              kv_len, "] (cached + new positions), got ", padding_mask.sizes());
@@ -32,7 +32,7 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
     auto self = (kv_pos.view({1, kv_len}) == q_pos.view({q_len, 1})).view({1, 1, q_len, kv_len});
     mask = (mask & keys) | self;
   }
-  return {mask, false, nullptr};
+  return {mask, false, nullptr, {}, {}};
 }
 
 AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device) {
@@ -50,15 +50,17 @@ Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2TextConfig& config, int64_t la
     : layer_index_(layer_index),
       num_heads_(config.num_attention_heads),
       num_kv_heads_(config.num_key_value_heads),
-      head_dim_(config.head_dim()) {
+      head_dim_(config.head_dim()),
+      output_gate_(config.attention_output_gate) {
   const int64_t hidden = config.hidden_size;
-  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, config.attention_bias));
+  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_ * (output_gate_ ? 2 : 1),
+                                            config.attention_bias));
   k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
   v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, config.attention_bias));
   o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, config.o_proj_bias));
   if (config.qk_norm) {
-    q_norm = register_module("q_norm", RMSNorm(head_dim_, config.rms_norm_eps));
-    k_norm = register_module("k_norm", RMSNorm(head_dim_, config.rms_norm_eps));
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, config.rms_norm_eps, config.zero_centered_norms));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, config.rms_norm_eps, config.zero_centered_norms));
   }
 }
 
@@ -66,7 +68,15 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCo
                                           const AttentionMask& mask, KVCache* cache) {
   const int64_t batch = x.size(0), seq = x.size(1);
   auto heads = [&](const torch::Tensor& t) { return t.view({batch, seq, -1, head_dim_}).transpose(1, 2); };
-  auto q = heads(q_proj(x));
+  torch::Tensor q, gate;
+  if (output_gate_) {
+    // Per head [query | gate] (transformers' chunk of the [.., heads, 2 * head_dim] view).
+    auto both = q_proj(x).view({batch, seq, num_heads_, 2 * head_dim_});
+    q = both.narrow(-1, 0, head_dim_).transpose(1, 2);
+    gate = both.narrow(-1, head_dim_, head_dim_).reshape({batch, seq, num_heads_ * head_dim_});
+  } else {
+    q = heads(q_proj(x));
+  }
   auto k = heads(k_proj(x));
   if (q_norm) {  // over head_dim, so per head whatever the layout
     q = q_norm(q);
@@ -77,36 +87,61 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCo
   auto v = heads(v_proj(x));
   if (cache) std::tie(k, v) = cache->update(layer_index_, k, v);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  // Packed samples (batch 1): [1, heads, seq, head_dim] -> the varlen layout [seq, heads, head_dim].
+  auto packed = [](const torch::Tensor& t) { return t[0].transpose(0, 1); };
+  torch::Tensor out;
   if (mask.segments) {
-    // Packed samples (batch 1): [1, heads, seq, head_dim] -> the varlen layout [seq, heads, head_dim].
-    auto packed = [](const torch::Tensor& t) { return t[0].transpose(0, 1); };
-    auto out = mask.segments->attention(packed(q), packed(k), packed(v), scale, /*causal=*/true);
-    return o_proj(out.reshape({batch, seq, num_heads_ * head_dim_}));
+    out = mask.segments->attention(packed(q), packed(k), packed(v), scale, /*causal=*/true)
+              .reshape({batch, seq, num_heads_ * head_dim_});
+  } else {
+    out = at::scaled_dot_product_attention(q, k, v, mask.mask.defined() ? std::optional(mask.mask) : std::nullopt,
+                                           /*dropout_p=*/0.0, mask.is_causal, scale,
+                                           /*enable_gqa=*/num_kv_heads_ != num_heads_)
+              .transpose(1, 2)
+              .reshape({batch, seq, num_heads_ * head_dim_});
   }
-  auto out = at::scaled_dot_product_attention(q, k, v, mask.mask.defined() ? std::optional(mask.mask) : std::nullopt,
-                                              /*dropout_p=*/0.0, mask.is_causal, scale,
-                                              /*enable_gqa=*/num_kv_heads_ != num_heads_);
-  return o_proj(out.transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_}));
+  if (output_gate_) out = out * torch::sigmoid(gate);
+  return o_proj(out);
 }
 
-Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index) {
-  self_attn = register_module("self_attn", Qwen2Attention(config, layer_index));
+Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2TextConfig& config, int64_t layer_index)
+    : layer_index_(layer_index) {
+  if (config.is_linear_attention_layer(layer_index)) {
+    GatedDeltaNetOptions o;
+    o.hidden_size = config.hidden_size;
+    o.num_key_heads = config.linear.num_key_heads;
+    o.num_value_heads = config.linear.num_value_heads;
+    o.key_head_dim = config.linear.key_head_dim;
+    o.value_head_dim = config.linear.value_head_dim;
+    o.conv_kernel = config.linear.conv_kernel;
+    o.eps = config.rms_norm_eps;
+    o.activation = config.hidden_act;
+    linear_attn = register_module("linear_attn", GatedDeltaNet(o));
+  } else {
+    self_attn = register_module("self_attn", Qwen2Attention(config, layer_index));
+  }
   if (config.moe.is_sparse_layer(layer_index)) {
     moe = register_module("mlp", SparseMoeBlock(MoEOptions{config.hidden_size, config.moe.moe_intermediate_size,
                                                            config.moe.num_experts, config.moe.num_experts_per_tok,
-                                                           config.moe.norm_topk_prob, config.hidden_act}));
+                                                           config.moe.norm_topk_prob, config.hidden_act,
+                                                           config.moe.shared_expert_intermediate_size}));
   } else {
     mlp = register_module("mlp", GatedMLP(config.hidden_size, config.intermediate_size, /*bias=*/false,
                                           config.hidden_act));
   }
-  input_layernorm = register_module("input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+  const bool zero_centered = config.zero_centered_norms;
+  input_layernorm =
+      register_module("input_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+      register_module("post_attention_layernorm", RMSNorm(config.hidden_size, config.rms_norm_eps, zero_centered));
 }
 
 torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const RotaryCosSin& rope,
                                              const AttentionMask& mask, KVCache* cache, LoadBalancingLoss* balance) {
-  auto h = x + self_attn->forward(input_layernorm(x), rope, mask, cache);
+  auto normed_x = input_layernorm(x);
+  auto h = x + (linear_attn ? linear_attn->forward(normed_x, mask.linear_padding, mask.cu_seqlens,
+                                                   cache ? &cache->linear_state(layer_index_) : nullptr)
+                            : self_attn->forward(normed_x, rope, mask, cache));
   auto normed = post_attention_layernorm(h);
   return h + (moe ? moe->forward(normed, balance) : mlp(normed));
 }
@@ -117,7 +152,7 @@ Qwen2ModelImpl::Qwen2ModelImpl(const Qwen2TextConfig& config) : config_(config) 
   if (config.pad_token_id >= 0) embed_tokens->options.padding_idx(config.pad_token_id);
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(Qwen2DecoderLayer(config, i));
-  norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps));
+  norm = register_module("norm", RMSNorm(config.hidden_size, config.rms_norm_eps, config.zero_centered_norms));
 }
 
 std::vector<torch::Tensor> Qwen2ModelImpl::router_logits() const {
@@ -139,7 +174,7 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
   const int64_t seq = inputs_embeds.size(1);
   const auto device = inputs_embeds.device();
   auto positions = position_ids.to(device);
-  auto inv_freq = rope_inv_freq(config_.head_dim(), config_.rope_theta, device);
+  auto inv_freq = rope_inv_freq(config_.rotary_dim(), config_.rope_theta, device);
   const bool mrope = !config_.mrope_section.empty();
   MM_CHECK(positions.size(-1) == seq && positions.size(-2) == inputs_embeds.size(0),
            "Qwen2Model: position_ids ", positions.sizes(), " do not match inputs_embeds ", inputs_embeds.sizes());
@@ -166,6 +201,12 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
     MM_CHECK(cu_seqlens.back() == seq, "Qwen2Model: cu_seqlens ends at ", cu_seqlens.back(),
              " but the packed sequence has ", seq, " positions");
     mask = make_packed_causal_mask(cu_seqlens, device);
+    mask.cu_seqlens = cu_seqlens;
+  }
+  // The DeltaNet layers' view of the padding: this forward's positions, when some are padding.
+  if (padding_mask.defined() && seq > 1) {
+    auto recent = padding_mask.to(device).narrow(1, padding_mask.size(1) - seq, seq);
+    if (!recent.to(torch::kBool).all().item<bool>()) mask.linear_padding = recent;
   }
   auto h = inputs_embeds;
   for (size_t i = 0; i < layers->size(); ++i) {

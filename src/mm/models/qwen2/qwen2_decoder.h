@@ -9,6 +9,10 @@
 // from Qwen2): an RMSNorm over head_dim on each query and key head before rotary
 // (self_attn.{q,k}_norm.weight), head_dim independent of hidden_size, an o_proj bias with
 // attention_bias, and sparse MoE layers (layers.N.mlp.gate.weight, layers.N.mlp.experts.E.*).
+// Qwen3.5's hybrid decoder is this one too: layers whose config.layer_types entry is
+// "linear_attention" mix tokens by a Gated DeltaNet (layers.N.linear_attn.*) instead of
+// self_attn; its attention layers gate their output (q_proj doubled), rotary turns a fraction of
+// head_dim, and every RMSNorm scales by 1 + weight.
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -16,6 +20,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "mm/nn/block_runner.h"
+#include "mm/nn/gated_delta_net.h"
 #include "mm/nn/gated_mlp.h"
 #include "mm/nn/linear.h"
 #include "mm/nn/moe.h"
@@ -35,10 +40,15 @@ class KVCache;
 // none with is_causal saying whether to apply the causal triangle; or, for packed samples,
 // their segments (causal within each, nothing across), whose attention is linear in memory:
 // flash-attention's varlen kernel on a GPU in bf16, SDPA per segment length elsewhere.
+// Gated DeltaNet layers read no mask but the two fields below (their state runs causally anyway).
 struct AttentionMask {
   torch::Tensor mask;
   bool is_causal = false;
   std::shared_ptr<const VarlenSegments> segments;
+  // [batch, seq] 1 = token, 0 = padding, over this forward's positions, when some are padding
+  // (as transformers' create_recurrent_attention_mask: never for a one-token decode step).
+  torch::Tensor linear_padding;
+  std::vector<int64_t> cu_seqlens;  // packed samples: where the DeltaNet state and conv window restart
 };
 
 // Causal attention for q_len new positions after `past` cached ones. padding_mask: [batch,
@@ -69,12 +79,14 @@ class Qwen2AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
                         KVCache* cache);
 
-  // q [heads * head_dim, hidden], k and v [kv_heads * head_dim, hidden], o [hidden, heads * head_dim]
+  // q [heads * head_dim, hidden] (with the output gate [heads * 2 * head_dim, hidden]: per head
+  // its query then its gate), k and v [kv_heads * head_dim, hidden], o [hidden, heads * head_dim]
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   RMSNorm q_norm{nullptr}, k_norm{nullptr};  // [head_dim], only with config.qk_norm
 
  private:
   int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_;
+  bool output_gate_;
 };
 TORCH_MODULE(Qwen2Attention);
 
@@ -85,12 +97,17 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const RotaryCosSin& rope, const AttentionMask& mask,
                         KVCache* cache, LoadBalancingLoss* balance = nullptr);
 
+  // One of the two token mixers, as config.layer_types says: attention, or a Gated DeltaNet.
   Qwen2Attention self_attn{nullptr};
+  GatedDeltaNet linear_attn{nullptr};
   // One of the two, registered as "mlp": the dense MLP, or the experts of a sparse layer
   // (config.moe.is_sparse_layer).
   GatedMLP mlp{nullptr};  // no biases, act = config.hidden_act
   SparseMoeBlock moe{nullptr};
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+
+ private:
+  int64_t layer_index_;  // which of the cache's layers is this one's
 };
 TORCH_MODULE(Qwen2DecoderLayer);
 
@@ -103,7 +120,8 @@ class Qwen2ModelImpl : public torch::nn::Module {
   // padding_mask:  [batch, cached + seq], 1 = token, 0 = padding; undefined = no padding
   // cache:         optional; the new keys/values are appended
   // cu_seqlens:    packed samples: empty, or [0, end of sample 0, ..., seq] with batch 1, no
-  //                padding mask and no cache; attention stays causal within each sample
+  //                padding mask and no cache; attention stays causal within each sample, and a
+  //                Gated DeltaNet layer's state and conv window restart at each
   // deepstack:     optional vision features for the first layers (no more than there are layers)
   // returns:       [batch, seq, hidden], after the final norm
   torch::Tensor forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,

@@ -24,8 +24,18 @@ struct DecoderMoEConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
   double router_aux_loss_coef = 0.001;
+  int64_t shared_expert_intermediate_size = 0;  // Qwen3.5-MoE's gated shared expert; 0: none
 
   bool is_sparse_layer(int64_t layer) const;
+};
+
+// Qwen3.5's Gated DeltaNet layers (config.json linear_*), see nn/gated_delta_net.h.
+struct LinearAttentionConfig {
+  int64_t num_key_heads = 16;    // linear_num_key_heads
+  int64_t num_value_heads = 32;  // linear_num_value_heads, a multiple of num_key_heads
+  int64_t key_head_dim = 128;    // linear_key_head_dim
+  int64_t value_head_dim = 128;  // linear_value_head_dim
+  int64_t conv_kernel = 4;       // linear_conv_kernel_dim
 };
 
 struct Qwen2TextConfig {
@@ -55,6 +65,18 @@ struct Qwen2TextConfig {
   int64_t pad_token_id = -1;
   DecoderMoEConfig moe;
 
+  // Qwen3.5 (qwen3_5_text), a hybrid decoder. Layer i mixes tokens by full attention or by a
+  // Gated DeltaNet as layer_types[i] says (empty: full attention everywhere).
+  std::vector<std::string> layer_types;  // "full_attention" | "linear_attention" per layer
+  LinearAttentionConfig linear;
+  // q_proj doubled: per head the query and a gate; the attention output times sigmoid(gate).
+  bool attention_output_gate = false;
+  // Every RMSNorm of the decoder (layer norms, q/k norms, final norm) scales by 1 + weight.
+  bool zero_centered_norms = false;
+  double partial_rotary_factor = 1.0;  // the leading fraction of head_dim that rotary turns
+
+  bool is_linear_attention_layer(int64_t layer) const;
+  int64_t rotary_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor); }
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
   // Sizes positive and consistent, and the decoder bounded by the machine's memory; errors name
   // the key.
@@ -65,6 +87,10 @@ struct Qwen2TextConfig {
   // The fields every Qwen decoder's config.json spells alike (sizes, heads, act, eps, init range),
   // from the object `t` holding them.
   void read_common_fields(const JsonView& t);
+  // Qwen3.5's text options (layer_types or the full_attention_interval pattern, linear_*, partial
+  // rotary, head_dim, the gate and the zero-centred norms, Qwen3's qk-norm and biases), from the
+  // object `t` holding them; read_common_fields first.
+  void read_qwen3_5_fields(const JsonView& t);
   // The transformers 5 text_config, with `model_type` (e.g. "qwen2_5_vl_text").
   nlohmann::json to_json(const std::string& model_type) const;
 };

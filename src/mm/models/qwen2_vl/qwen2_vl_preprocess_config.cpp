@@ -143,7 +143,8 @@ VideoProcessorKind video_processor_kind(const std::optional<nlohmann::json>& vid
   const auto config = model_dir / "config.json";
   if (std::filesystem::exists(config)) {
     const std::string model_type = named(read_json_file(config), "model_type");
-    if (model_type.rfind("qwen3_vl", 0) == 0) return VideoProcessorKind::qwen3_vl;
+    // Qwen3.5 takes Qwen3-VL's processors.
+    if (model_type.rfind("qwen3_vl", 0) == 0 || model_type.rfind("qwen3_5", 0) == 0) return VideoProcessorKind::qwen3_vl;
   }
   return VideoProcessorKind::qwen2_vl;
 }

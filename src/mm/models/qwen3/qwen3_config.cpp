@@ -10,19 +10,26 @@ Qwen3Config Qwen3Config::from_file(const std::filesystem::path& config_json) {
   const JsonView t(json, config_json.string());
   Qwen3Config c;
   c.model_type = t.get<std::string>("model_type");
-  MM_CHECK(c.model_type == "qwen3" || c.model_type == "qwen3_moe", t.where("model_type"), ": '", c.model_type,
-           "' is not a Qwen3 language model (qwen3, qwen3_moe)");
+  MM_CHECK(c.model_type == "qwen3" || c.model_type == "qwen3_moe" || c.model_type == "qwen3_5_text",
+           t.where("model_type"), ": '", c.model_type,
+           "' is not a Qwen3 language model (qwen3, qwen3_moe, qwen3_5_text)");
   const bool moe = c.model_type == "qwen3_moe";
   auto& tc = c.text;
   tc.read_common_fields(t);
-  // Qwen3Config's own default is 128; Qwen3MoeConfig has none, so its attention falls back to
-  // hidden_size / num_attention_heads.
-  tc.explicit_head_dim = t.get_or<int64_t>("head_dim", moe ? 0 : 128);
-  tc.qk_norm = true;
-  tc.attention_bias = t.get_or<bool>("attention_bias", false);
-  tc.o_proj_bias = tc.attention_bias;
+  if (c.model_type == "qwen3_5_text") {
+    // Qwen3.5's rotary takes three position rows (M-RoPE); text alone gives all three the same
+    // position, which is plain 1D rotary whatever the mrope_section.
+    tc.read_qwen3_5_fields(t);
+  } else {
+    // Qwen3Config's own default is 128; Qwen3MoeConfig has none, so its attention falls back to
+    // hidden_size / num_attention_heads.
+    tc.explicit_head_dim = t.get_or<int64_t>("head_dim", moe ? 0 : 128);
+    tc.qk_norm = true;
+    tc.attention_bias = t.get_or<bool>("attention_bias", false);
+    tc.o_proj_bias = tc.attention_bias;
+    tc.pad_token_id = t.get_or<int64_t>("pad_token_id", -1);
+  }
   tc.tie_word_embeddings = t.get_or<bool>("tie_word_embeddings", false);
-  tc.pad_token_id = t.get_or<int64_t>("pad_token_id", -1);
   tc.mrope_section.clear();
   // transformers 5 writes rope_parameters; the published checkpoints a top-level rope_theta and
   // rope_scaling null.

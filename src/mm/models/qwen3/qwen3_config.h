@@ -1,6 +1,6 @@
-// A Qwen3 or Qwen3-MoE language model's config.json (model_type "qwen3" / "qwen3_moe"), as the
-// published checkpoints and transformers 5's save_pretrained write it, read into the shared Qwen
-// decoder's config.
+// A Qwen3, Qwen3-MoE or Qwen3.5 (text-only) language model's config.json (model_type "qwen3",
+// "qwen3_moe", "qwen3_5_text"), as the published checkpoints and transformers 5's save_pretrained
+// write it, read into the shared Qwen decoder's config.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -10,7 +10,7 @@
 namespace mm {
 
 struct Qwen3Config {
-  std::string model_type;  // "qwen3" or "qwen3_moe"
+  std::string model_type;  // "qwen3", "qwen3_moe" or "qwen3_5_text"
   Qwen2TextConfig text;    // qk_norm on, o_proj_bias = attention_bias, head_dim from the file
   // Whether the forward adds router_aux_loss_coef * the load-balancing loss to the loss (as
   // transformers does only when asked for the router logits); false in the published configs.

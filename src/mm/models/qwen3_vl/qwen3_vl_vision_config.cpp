@@ -57,7 +57,8 @@ void Qwen3VLVisionConfig::validate() const {
         mergers * (merged * merged + merged * static_cast<double>(out_hidden_size))}});
 }
 
-Qwen3VLVisionConfig Qwen3VLVisionConfig::from_json(const nlohmann::json& json, const std::string& file) {
+Qwen3VLVisionConfig Qwen3VLVisionConfig::from_json(const nlohmann::json& json, const std::string& file,
+                                                   bool deepstack) {
   const JsonView v(json, file, "vision_config.");
   Qwen3VLVisionConfig c;
   c.depth = v.get_or<int64_t>("depth", c.depth);
@@ -71,7 +72,9 @@ Qwen3VLVisionConfig Qwen3VLVisionConfig::from_json(const nlohmann::json& json, c
   c.temporal_patch_size = v.get_or<int64_t>("temporal_patch_size", c.temporal_patch_size);
   c.out_hidden_size = v.get_or<int64_t>("out_hidden_size", c.out_hidden_size);
   c.num_position_embeddings = v.get_or<int64_t>("num_position_embeddings", c.num_position_embeddings);
-  c.deepstack_visual_indexes = v.get_or<std::vector<int64_t>>("deepstack_visual_indexes", c.deepstack_visual_indexes);
+  c.deepstack_visual_indexes =
+      deepstack ? v.get_or<std::vector<int64_t>>("deepstack_visual_indexes", c.deepstack_visual_indexes)
+                : std::vector<int64_t>{};
   const JsonView rope = v.child("rope_parameters");
   const auto rope_type = rope.get_or<std::string>("rope_type", "axial");
   MM_CHECK(rope_type == "axial", rope.where("rope_type"), ": '", rope_type,

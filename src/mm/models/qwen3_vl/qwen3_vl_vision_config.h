@@ -35,8 +35,10 @@ struct Qwen3VLVisionConfig {
 
   // Sizes positive and consistent, and bounded by the machine's memory; errors name the key.
   void validate() const;
-  // `vision_config` of `file`, validated; errors name the file and key.
-  static Qwen3VLVisionConfig from_json(const nlohmann::json& vision_config, const std::string& file);
+  // `vision_config` of `file`, validated; errors name the file and key. deepstack false (Qwen3.5's
+  // tower): no DeepStack mergers, whatever the file says.
+  static Qwen3VLVisionConfig from_json(const nlohmann::json& vision_config, const std::string& file,
+                                       bool deepstack = true);
   nlohmann::json to_json() const;  // the transformers 5 vision_config
 };
 

@@ -48,7 +48,11 @@ void read_qwen3_text_options(const JsonView& root, Qwen2TextConfig& text, bool m
 std::string QwenVLConfig::model_type() const {
   return std::visit(overloaded{[](const Qwen2_5_VLVisionConfig&) { return "qwen2_5_vl"; },
                                [](const Qwen2VLVisionConfig&) { return "qwen2_vl"; },
-                               [&](const Qwen3VLVisionConfig&) { return text.moe.num_experts > 0 ? "qwen3_vl_moe" : "qwen3_vl"; }},
+                               [&](const Qwen3VLVisionConfig&) {
+                                 if (!text.layer_types.empty())  // the hybrid decoder
+                                   return text.moe.num_experts > 0 ? "qwen3_5_moe" : "qwen3_5";
+                                 return text.moe.num_experts > 0 ? "qwen3_vl_moe" : "qwen3_vl";
+                               }},
                     vision);
 }
 
@@ -105,11 +109,36 @@ QwenVLConfig QwenVLConfig::from_json(const nlohmann::json& json, const std::stri
   const auto& vision_json = root.child("vision_config").raw();
   if (model_type == "qwen2_5_vl") c.vision = Qwen2_5_VLVisionConfig::from_json(vision_json, file);
   else if (model_type == "qwen2_vl") c.vision = Qwen2VLVisionConfig::from_json(vision_json, file);
-  else if (model_type == "qwen3_vl" || model_type == "qwen3_vl_moe") c.vision = Qwen3VLVisionConfig::from_json(vision_json, file);
-  else fail(file, ": model_type is '", model_type, "', expected one of 'qwen2_5_vl', 'qwen2_vl', 'qwen3_vl', 'qwen3_vl_moe'");
+  else if (model_type == "qwen3_vl" || model_type == "qwen3_vl_moe")
+    c.vision = Qwen3VLVisionConfig::from_json(vision_json, file);
+  else if (model_type == "qwen3_5" || model_type == "qwen3_5_moe")
+    // Qwen3_5VisionModel builds no DeepStack mergers whatever the config says.
+    c.vision = Qwen3VLVisionConfig::from_json(vision_json, file, /*deepstack=*/false);
+  else fail(file, ": model_type is '", model_type,
+            "', expected one of 'qwen2_5_vl', 'qwen2_vl', 'qwen3_vl', 'qwen3_vl_moe', 'qwen3_5', 'qwen3_5_moe'");
   c.text = Qwen2TextConfig::from_json(root);
   if (model_type == "qwen3_vl" || model_type == "qwen3_vl_moe")
     read_qwen3_text_options(root, c.text, model_type == "qwen3_vl_moe");
+  if (model_type == "qwen3_5" || model_type == "qwen3_5_moe") {
+    // Qwen3.5: Qwen3-VL's tower without DeepStack (above), the hybrid decoder with interleaved M-RoPE.
+    const JsonView t = root.has("text_config") ? root.child("text_config") : root;
+    c.text.read_qwen3_5_fields(t);
+    c.text.mrope_interleaved = true;
+    if (model_type == "qwen3_5_moe") {
+      // Qwen3_5MoeTextConfig: every layer sparse, the router renormalising its top-k, a gated
+      // shared expert beside the routed ones.
+      auto& moe = c.text.moe;
+      moe.num_experts = t.get_or<int64_t>(t.has("num_experts") ? "num_experts" : "num_local_experts", 256);
+      moe.num_experts_per_tok = t.get_or<int64_t>("num_experts_per_tok", 8);
+      moe.moe_intermediate_size = t.get_or<int64_t>("moe_intermediate_size", 512);
+      moe.shared_expert_intermediate_size = t.get_or<int64_t>("shared_expert_intermediate_size", 512);
+      moe.router_aux_loss_coef = t.get_or<double>("router_aux_loss_coef", 0.001);
+      moe.norm_topk_prob = true;
+      MM_CHECK(moe.num_experts > 0, t.where("num_experts"), ": must be positive, got ", moe.num_experts);
+      MM_CHECK(moe.shared_expert_intermediate_size > 0, t.where("shared_expert_intermediate_size"),
+               ": must be positive, got ", moe.shared_expert_intermediate_size);
+    }
+  }
   c.image_token_id = root.get_or<int64_t>("image_token_id", c.image_token_id);
   c.video_token_id = root.get_or<int64_t>("video_token_id", c.video_token_id);
   c.vision_start_token_id = root.get_or<int64_t>("vision_start_token_id", c.vision_start_token_id);
@@ -132,10 +161,17 @@ nlohmann::json QwenVLConfig::to_json() const {
   const std::string architecture = type == "qwen2_vl"   ? "Qwen2VLForConditionalGeneration"
                                    : type == "qwen3_vl" ? "Qwen3VLForConditionalGeneration"
                                    : type == "qwen3_vl_moe" ? "Qwen3VLMoeForConditionalGeneration"
+                                   : type == "qwen3_5" ? "Qwen3_5ForConditionalGeneration"
+                                   : type == "qwen3_5_moe" ? "Qwen3_5MoeForConditionalGeneration"
                                                         : "Qwen2_5_VLForConditionalGeneration";
+  nlohmann::json vision_json = std::visit([](const auto& v) { return v.to_json(); }, vision);
+  if (type == "qwen3_5" || type == "qwen3_5_moe") {  // Qwen3_5VisionConfig: Qwen3-VL's fields less DeepStack
+    vision_json["model_type"] = type + "_vision";
+    vision_json.erase("deepstack_visual_indexes");
+  }
   return {{"model_type", type},
           {"architectures", {architecture}},
-          {"vision_config", std::visit([](const auto& v) { return v.to_json(); }, vision)},
+          {"vision_config", vision_json},
           {"text_config", text_json},
           {"image_token_id", image_token_id},
           {"video_token_id", video_token_id},

@@ -1,7 +1,8 @@
 // The architecture of a Qwen-VL model, read from its Hugging Face config.json: the vision tower of
-// its family (config.json model_type "qwen2_vl", "qwen2_5_vl", "qwen3_vl" or "qwen3_vl_moe"), the Qwen2 decoder
+// its family (config.json model_type "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe" or "qwen3_5"), the Qwen2 decoder
 // with M-RoPE (for Qwen3-VL with Qwen3's options: q/k norms, head_dim of its own, no biases, and
-// interleaved M-RoPE), and the special token ids. Both layouts found in the wild are accepted: text fields at the top
+// interleaved M-RoPE; for Qwen3.5 the hybrid decoder of Gated DeltaNet and gated attention, after
+// Qwen3-VL's tower without DeepStack), and the special token ids. Both layouts found in the wild are accepted: text fields at the top
 // level with `rope_scaling` (the published checkpoints) and a nested `text_config` with
 // `rope_parameters` (transformers 5).
 #pragma once
@@ -30,8 +31,8 @@ struct QwenVLConfig {
   int64_t vision_end_token_id = 151653;
   std::vector<int64_t> eos_token_ids;  // from config.json / generation_config.json
 
-  // config.json's model_type: "qwen2_5_vl", "qwen2_vl", "qwen3_vl" or "qwen3_vl_moe" (Qwen3-VL's
-  // tower with sparse MoE layers in the decoder).
+  // config.json's model_type: "qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe" (Qwen3-VL's
+  // tower with sparse MoE layers in the decoder) or "qwen3_5" (the tower with the hybrid decoder).
   std::string model_type() const;
   // Whether a video's frames stand apart in the text, each its own placeholder run between
   // timestamps with its own positions (Qwen3-VL), rather than one run per video.

@@ -27,6 +27,9 @@ std::string qwen_vl_module_name(const std::string& name, bool tied_embeddings) {
   if (starts(name, kHfLanguage)) return replaced(name, kHfLanguage, kLanguage);
   if (starts(name, kHfVision)) return replaced(name, kHfVision, kVision);
   if (tied_embeddings && name == "lm_head.weight") return "";
+  // Qwen3.5's multi-token-prediction head (mtp.*): inference does not use it and this model has
+  // no MTP module yet, so it is skipped as transformers' Qwen3_5ForConditionalGeneration skips it.
+  if (starts(name, "mtp.")) return "";
   return name;
 }
 

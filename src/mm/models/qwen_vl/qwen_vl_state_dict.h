@@ -12,7 +12,7 @@
 namespace mm {
 
 // The module parameter a checkpoint tensor loads into; "" skips it (the stored lm_head of a model
-// with tied embeddings, which computes logits with the embedding matrix).
+// with tied embeddings, which computes logits with the embedding matrix; Qwen3.5's mtp.* head).
 std::string qwen_vl_module_name(const std::string& checkpoint_name, bool tied_embeddings);
 
 // The name transformers' save_pretrained gives the module parameter `module_name`.
