@@ -1,7 +1,7 @@
 """Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL,
-Qwen2-VL, Qwen3-VL and Qwen3-VL-MoE (the same data and settings; each family's own vision tower,
-for Qwen3-VL its Qwen3 decoder with DeepStack, and for Qwen3-VL-MoE its sparse layers with the
-load-balancing loss).
+Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 (the same data and settings; each family's own vision
+tower, for Qwen3-VL its Qwen3 decoder with DeepStack, for Qwen3-VL-MoE its sparse layers with the
+load-balancing loss, for Qwen3.5 its hybrid decoder of a Gated DeltaNet and a gated-attention layer).
 
 What transformers' Trainer does for a step, written out: AdamW (torch.optim, fp32) with the
 Trainer's decay / no-decay parameter split, a cosine schedule with warmup, gradient
@@ -11,8 +11,8 @@ asked for the router logits (output_router_logits=True, the switch that adds the
 loss), so each micro-batch adds router_aux_loss_coef * aux_loss, averaged over the step's
 micro-batches as Trainer averages each micro-batch's loss over the accumulation steps.
 
-Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl, <out>/qwen3_vl and
-<out>/qwen3_vl_moe:
+Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl, <out>/qwen3_vl,
+<out>/qwen3_vl_moe and <out>/qwen3_5:
   model/               the initial weights (save_pretrained) and config
   samples.safetensors  per sample k: k.input_ids [len], k.targets [len] (already shifted, -100 =
                        ignored), k.pixel_values, k.image_grid_thw
@@ -27,8 +27,9 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
-                          Qwen2VLForConditionalGeneration, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
-                          Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Trainer)
+                          Qwen2VLForConditionalGeneration, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                          Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig,
+                          Qwen3VLMoeForConditionalGeneration, Trainer)
 from transformers.optimization import get_cosine_schedule_with_warmup
 
 torch.set_num_threads(1)
@@ -47,6 +48,14 @@ QWEN3_MOE_TEXT_CONFIG = dict(QWEN3_TEXT_CONFIG, num_experts=4, num_experts_per_t
                              router_aux_loss_coef=0.3)
 QWEN3_VL_VISION = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=16,
                        num_position_embeddings=16, deepstack_visual_indexes=[0, 2], initializer_range=0.05)
+# Qwen3.5: a Gated DeltaNet layer (2:1 grouped heads, key 8 / value 12 per head) then a gated-attention
+# layer with quarter rotary (8 of head_dim 32: mrope_section [2, 1, 1]); Qwen3-VL's tower without DeepStack.
+QWEN3_5_TEXT_CONFIG = dict(TEXT_CONFIG, head_dim=32, layer_types=["linear_attention", "full_attention"],
+                           linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                           linear_value_head_dim=12, linear_conv_kernel_dim=4,
+                           rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 1, 1],
+                                                mrope_interleaved=True, partial_rotary_factor=0.25))
+QWEN3_5_VISION = {k: v for k, v in QWEN3_VL_VISION.items() if k != "deepstack_visual_indexes"}
 FAMILIES = {
     "qwen2_5_vl": (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
                    dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
@@ -58,6 +67,7 @@ FAMILIES = {
                  TEXT_CONFIG),
     "qwen3_vl": (Qwen3VLConfig, Qwen3VLForConditionalGeneration, QWEN3_VL_VISION, QWEN3_TEXT_CONFIG),
     "qwen3_vl_moe": (Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, QWEN3_VL_VISION, QWEN3_MOE_TEXT_CONFIG),
+    "qwen3_5": (Qwen3_5Config, Qwen3_5ForConditionalGeneration, QWEN3_5_VISION, QWEN3_5_TEXT_CONFIG),
 }
 
 
@@ -166,3 +176,4 @@ run("qwen2_5_vl", sys.argv[1])
 run("qwen2_vl", os.path.join(sys.argv[1], "qwen2_vl"))
 run("qwen3_vl", os.path.join(sys.argv[1], "qwen3_vl"))
 run("qwen3_vl_moe", os.path.join(sys.argv[1], "qwen3_vl_moe"))
+run("qwen3_5", os.path.join(sys.argv[1], "qwen3_5"))

@@ -345,6 +345,34 @@ TEST(TrainRun, Qwen3VLMoELoraTrainsTheExpertsAndExportsMerged) {
   expect_export_matches(dir / "run", dir);
 }
 
+// Qwen3.5 through the same command: packed rows (the Gated DeltaNet layer's state and conv window
+// restarting per sample) with LoRA's default targets, which reach the DeltaNet's in_proj_qkv,
+// in_proj_z and out_proj; the merged export loads in transformers with the adapted logits.
+TEST(TrainRun, Qwen3_5TrainsPackedWithLoraOnTheDeltaNetAndExportsMerged) {
+  const auto dir = testing::temp_dir("train_qwen3_5_lora");
+  const auto model = testing::tiny_qwen3_5_dir(dir / "model");
+  const std::string lora = "lora:\n  enabled: true\n  rank: 4\n  alpha: 8\n";
+  auto [status, out] =
+      run_command(kMmtrain + " train " +
+                  write_config(dir, (shapes_data() / "train.jsonl").string(), lora, 4, model).string() +
+                  " --set optim.lr=0.01 --set data.packing=true");
+  ASSERT_EQ(status, 0) << out;
+  // layer 0: in_proj_qkv, in_proj_z, out_proj + 3 MLP; layer 1: q, k, v, o + 3 MLP
+  EXPECT_NE(out.find("LoRA: 13 adapters"), std::string::npos) << out;
+  const auto checkpoint_dir = resolve_training_checkpoint(dir / "run");
+  EXPECT_EQ(read_json_file(checkpoint_dir / "config.json")["model_type"], "qwen3_5");
+  auto checkpoint = Checkpoint::open(checkpoint_dir / "model.safetensors");
+  for (const char* name : {"model.layers.0.linear_attn.in_proj_qkv.lora_B.weight",
+                           "model.layers.0.linear_attn.out_proj.lora_B.weight",
+                           "model.layers.1.self_attn.q_proj.lora_B.weight"})
+    EXPECT_GT(checkpoint.tensor(name).abs().max().item<double>(), 0.0) << name << " stayed zero";
+  EXPECT_FALSE(checkpoint.contains("model.layers.0.linear_attn.in_proj_a.lora_A.weight"));
+  const auto losses = losses_of(dir / "run");
+  ASSERT_EQ(losses.size(), 4u);
+  for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
+  expect_export_matches(dir / "run", dir);
+}
+
 TEST(TrainRun, ConfigErrorsNameTheKey) {
   const auto dir = testing::temp_dir("train_badcfg");
   const auto config = write_config(dir, (shapes_data() / "train.jsonl").string(), "", 2).string();

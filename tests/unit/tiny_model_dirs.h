@@ -67,4 +67,28 @@ inline std::filesystem::path tiny_qwen3_vl_moe_dir(const std::filesystem::path& 
   return dir;
 }
 
+// Qwen3.5 on the same files: Qwen3-VL's tower without DeepStack, and the hybrid decoder: a Gated
+// DeltaNet layer (2:1 grouped heads) then a gated-attention layer with quarter rotary (8 of head_dim
+// 32, mrope_section [2, 1, 1]), zero-centred norms.
+inline std::filesystem::path tiny_qwen3_5_dir(const std::filesystem::path& dir) {
+  tiny_qwen3_vl_dir(dir);
+  auto config = read_json_file(dir / "config.json");
+  config["model_type"] = "qwen3_5";
+  config["architectures"] = {"Qwen3_5ForConditionalGeneration"};
+  config["vision_config"]["model_type"] = "qwen3_5_vision";
+  config["vision_config"].erase("deepstack_visual_indexes");
+  auto& text = config["text_config"];
+  text["model_type"] = "qwen3_5_text";
+  text["layer_types"] = {"linear_attention", "full_attention"};
+  text["linear_num_key_heads"] = 2;
+  text["linear_num_value_heads"] = 4;
+  text["linear_key_head_dim"] = 16;
+  text["linear_value_head_dim"] = 16;
+  text["linear_conv_kernel_dim"] = 4;
+  text["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"mrope_section", {2, 1, 1}},
+                             {"mrope_interleaved", true}, {"partial_rotary_factor", 0.25}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
 }  // namespace mm::testing
