@@ -9,8 +9,8 @@
 //   - prefill, six single-token recurrent steps and a chunk from the cache equal transformers'
 //     DynamicCache decode;
 //   - a packed row of five samples (cu_seqlens) equals transformers running them one by one,
-//     and our own one-by-one runs within 1e-6 relative (outputs and gradients); run as one sample, the
-//     same row differs by far more, so a conv window or a state that crossed a sample boundary
+//     and our own one-by-one runs in fp64 within 1e-9 relative (outputs and gradients); run as one
+//     sample, the same row differs by far more, so a conv window or a state that crossed a sample boundary
 //     would fail these tests.
 // And the three forms of the delta rule agree over every length 1..300, chunk boundaries and
 // carried states included.
@@ -138,33 +138,42 @@ TEST_P(GatedDeltaNetParity, PackedRowEqualsItsSamplesAlone) {
   for (auto& p : layer->named_parameters()) packed_grads[p.key()] = p.value().grad().clone();
   expect_parameter_grads(layer, golden, "alone", 1e-4);
 
-  // Our own samples one by one: the same to 1e-6.
-  auto x_alone = golden["alone.x"].requires_grad_();
+  // Our own samples one by one, in fp64 (the layer then computes in fp64 throughout): equal to
+  // rounding, outputs and every gradient within 1e-9 relative to each tensor's largest entry.
+  layer->to(torch::kFloat64);
+  layer->zero_grad();
+  const auto x64 = golden["alone.x"].to(torch::kFloat64);
+  const auto r64 = r.to(torch::kFloat64);
+  auto x_packed = x64.clone().requires_grad_();
+  auto packed64 = layer->forward(x_packed, {}, cu);
+  (packed64 * r64).sum().backward();
+  std::map<std::string, torch::Tensor> packed64_grads;
+  for (auto& p : layer->named_parameters()) packed64_grads[p.key()] = p.value().grad().clone();
+  layer->zero_grad();
+  auto x_alone = x64.clone().requires_grad_();
   std::vector<torch::Tensor> outs;
-  torch::Tensor loss = torch::zeros({});
+  torch::Tensor loss = torch::zeros({}, torch::kFloat64);
   for (size_t s = 1; s < cu.size(); ++s) {
     auto xs = x_alone.narrow(1, cu[s - 1], cu[s] - cu[s - 1]);
     outs.push_back(layer->forward(xs));
-    loss = loss + (outs.back() * r.narrow(1, cu[s - 1], cu[s] - cu[s - 1])).sum();
+    loss = loss + (outs.back() * r64.narrow(1, cu[s - 1], cu[s] - cu[s - 1])).sum();
   }
   loss.backward();
-  // Relative to each tensor's largest entry (outputs reach ~10 here): what is left is the
-  // rounding of matmuls over differently batched rows.
-  EXPECT_LT(relative_diff(packed, torch::cat(outs, 1)), 1e-6);
-  EXPECT_LT(relative_diff(x.grad(), x_alone.grad()), 1e-6);
+  EXPECT_LT(relative_diff(packed64, torch::cat(outs, 1)), 1e-9);
+  EXPECT_LT(relative_diff(x_packed.grad(), x_alone.grad()), 1e-9);
   for (auto& p : layer->named_parameters())
-    EXPECT_LT(relative_diff(packed_grads[p.key()], p.value().grad()), 1e-6) << p.key();
+    EXPECT_LT(relative_diff(packed64_grads[p.key()], p.value().grad()), 1e-9) << p.key();
 
   // The boundaries matter: the row run as one sample differs from the packed one far beyond the
   // tolerances above, so a window or state leaking across a boundary cannot pass unseen.
   torch::NoGradGuard no_grad;
-  auto as_one = layer->forward(golden["alone.x"]);
-  EXPECT_GT(max_abs_diff(as_one, packed), 1e-2);
+  auto as_one = layer->forward(x64);
+  EXPECT_GT(max_abs_diff(as_one, packed64), 1e-2);
   // Each sample's first token alone: only the conv window could leak into it (the state is zero
   // before any token either way), so this isolates the conv restart from the state restart.
   for (size_t s = 2; s < cu.size(); ++s) {
-    auto first = layer->forward(golden["alone.x"].narrow(1, cu[s - 1], 1));
-    EXPECT_LT(relative_diff(packed.narrow(1, cu[s - 1], 1), first), 1e-6) << "sample " << s - 1;
+    auto first = layer->forward(x64.narrow(1, cu[s - 1], 1));
+    EXPECT_LT(relative_diff(packed64.narrow(1, cu[s - 1], 1), first), 1e-9) << "sample " << s - 1;
   }
 }
 

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "mm/core/error.h"
 #include "mm/nn/compute_dtype.h"
@@ -39,17 +41,23 @@ torch::Tensor initial_or_zeros(const torch::Tensor& initial_state, int64_t batch
   return initial_state.to(like.options());
 }
 
-// The chunked algorithm on tensors already laid out in chunks:
+// What every chunk contributes, computed for all chunks at once (the part of the chunked algorithm
+// that needs no state), from tensors laid out in chunks:
 //   q, k: [batch, heads, chunks, C, key_dim]  v: [batch, heads, chunks, C, value_dim]
 //   g, beta: [batch, heads, chunks, C]
-// `resets[i]` zeroes the state before chunk i (a sample starts there); `ends[i]` keeps the state
-// after chunk i (a sample ends there). Returns the output [batch, heads, chunks, C, value_dim]
-// and the kept states stacked in chunk order ([kept, batch, heads, key_dim, value_dim]).
-std::pair<torch::Tensor, std::vector<torch::Tensor>> chunked_scan(
-    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
-    const torch::Tensor& beta, torch::Tensor state, const std::vector<bool>& resets, const std::vector<bool>& ends) {
+// Each field is [batch, heads, chunks, ...].
+struct ChunkTerms {
+  torch::Tensor new_values;       // [.., C, value_dim] (I + L)^-1 beta v: the values the chunk writes
+  torch::Tensor state_keys;       // [.., C, key_dim] (I + L)^-1 decayed beta k: what the incoming state predicts
+  torch::Tensor intra_attention;  // [.., C, C] q k^T with the decays between positions
+  torch::Tensor q_decayed;        // [.., C, key_dim] queries reading the incoming state decayed to them
+  torch::Tensor k_decayed;        // [.., C, key_dim] keys writing into the outgoing state decayed from them
+  torch::Tensor chunk_decay;      // [.., 1, 1] the decay across the whole chunk
+};
+
+ChunkTerms chunk_terms(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                       const torch::Tensor& beta) {
   const int64_t chunk = q.size(3);
-  const int64_t chunks = q.size(2);
   auto k_beta = k * beta.unsqueeze(-1);
   auto v_beta = v * beta.unsqueeze(-1);
 
@@ -65,30 +73,30 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> chunked_scan(
   // rule updates fold into (I + L)^-1 applied to beta v (the values to write) and to the decayed
   // beta k (what the incoming state predicts); only the diagonal-free lower part is read.
   auto ut_system = torch::matmul(k_beta, k_t) * pair_decay;
-  auto intra_attention = torch::matmul(q, k_t) * pair_decay;
+  ChunkTerms terms;
+  terms.intra_attention = torch::matmul(q, k_t) * pair_decay;
   auto decayed_k_beta = k_beta * cum.exp().unsqueeze(-1);
-  auto new_values = torch::linalg_solve_triangular(ut_system, v_beta, /*upper=*/false, /*left=*/true,
-                                                   /*unitriangular=*/true);
-  auto state_keys = torch::linalg_solve_triangular(ut_system, decayed_k_beta, /*upper=*/false, /*left=*/true,
-                                                   /*unitriangular=*/true);
-
+  terms.new_values = torch::linalg_solve_triangular(ut_system, v_beta, /*upper=*/false, /*left=*/true,
+                                                    /*unitriangular=*/true);
+  terms.state_keys = torch::linalg_solve_triangular(ut_system, decayed_k_beta, /*upper=*/false, /*left=*/true,
+                                                    /*unitriangular=*/true);
   // Decays applied once for every chunk: a query reads the incoming state decayed to its
   // position, a key writes into the outgoing state decayed from its position to the chunk's end.
-  auto q_decayed = q * cum.exp().unsqueeze(-1);
-  auto k_decayed = k * (cum.index({"...", Slice(-1, torch::indexing::None)}) - cum).exp().unsqueeze(-1);
-  auto chunk_decay = cum.select(-1, chunk - 1).exp().unsqueeze(-1).unsqueeze(-1);  // [b, h, chunks, 1, 1]
+  terms.q_decayed = q * cum.exp().unsqueeze(-1);
+  terms.k_decayed = k * (cum.index({"...", Slice(-1, torch::indexing::None)}) - cum).exp().unsqueeze(-1);
+  terms.chunk_decay = cum.select(-1, chunk - 1).exp().unsqueeze(-1).unsqueeze(-1);
+  return terms;
+}
 
-  std::vector<torch::Tensor> outputs, kept;
-  outputs.reserve(chunks);
-  for (int64_t i = 0; i < chunks; ++i) {
-    if (resets[i]) state = torch::zeros_like(state);
-    auto corrected = new_values.select(2, i) - torch::matmul(state_keys.select(2, i), state);
-    outputs.push_back(torch::matmul(q_decayed.select(2, i), state) +
-                      torch::matmul(intra_attention.select(2, i), corrected));
-    state = state * chunk_decay.select(2, i) + torch::matmul(k_decayed.select(2, i).transpose(-1, -2), corrected);
-    if (ends[i]) kept.push_back(state);
-  }
-  return {torch::stack(outputs, 2), kept};
+// One chunk's step, for every row of a batch: the output of the chunk's positions ([.., C,
+// value_dim]) from the incoming state ([.., key_dim, value_dim]), and the outgoing state.
+// `at(t)` is a ChunkTerms field's slice for this chunk.
+template <typename At>
+std::pair<torch::Tensor, torch::Tensor> chunk_step(const ChunkTerms& terms, const At& at, const torch::Tensor& state) {
+  auto corrected = at(terms.new_values) - torch::matmul(at(terms.state_keys), state);
+  auto out = torch::matmul(at(terms.q_decayed), state) + torch::matmul(at(terms.intra_attention), corrected);
+  auto next = state * at(terms.chunk_decay) + torch::matmul(at(terms.k_decayed).transpose(-1, -2), corrected);
+  return {out, next};
 }
 
 }  // namespace
@@ -110,11 +118,16 @@ DeltaRuleOutput gated_delta_rule_chunked(const torch::Tensor& q, const torch::Te
   auto vh = chunked(v);
   auto state = initial_or_zeros(initial_state, batch, heads, key_dim, value_dim, vh);
   if (chunks == 0) return {torch::zeros({batch, 0, heads, value_dim}, vh.options()), state};
-  std::vector<bool> resets(chunks, false), ends(chunks, false);
-  if (chunks > 0) ends.back() = true;
-  auto [out, kept] = chunked_scan(chunked(q), chunked(k), vh, chunked_gate(g), chunked_gate(beta), state, resets, ends);
-  out = out.view({batch, heads, chunks * chunk_size, value_dim}).narrow(2, 0, seq).transpose(1, 2).contiguous();
-  return {out, kept.empty() ? state : kept.back()};
+  const auto terms = chunk_terms(chunked(q), chunked(k), vh, chunked_gate(g), chunked_gate(beta));
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(chunks);
+  for (int64_t i = 0; i < chunks; ++i) {
+    auto [out, next] = chunk_step(terms, [i](const torch::Tensor& t) { return t.select(2, i); }, state);
+    outputs.push_back(out);
+    state = next;
+  }
+  auto out = torch::stack(outputs, 2).view({batch, heads, chunks * chunk_size, value_dim});
+  return {out.narrow(2, 0, seq).transpose(1, 2).contiguous(), state};
 }
 
 DeltaRuleOutput gated_delta_rule_recurrent(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -156,26 +169,24 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
 
   // Each sample padded on its own to whole chunks: `rows` maps every padded position to its
   // token, or to `seq` (an appended zero row) for padding; `positions` maps tokens back.
-  std::vector<int64_t> rows, positions;
-  std::vector<bool> resets, ends;
+  // first_chunk / chunk_count: each sample's chunks in the laid-out row (empty samples have none).
+  std::vector<int64_t> rows, positions, first_chunk, chunk_count;
   for (size_t s = 1; s < cu_seqlens.size(); ++s) {
     const int64_t start = cu_seqlens[s - 1], end = cu_seqlens[s];
-    if (end == start) continue;
     const int64_t chunks = (end - start + chunk_size - 1) / chunk_size;
-    for (int64_t c = 0; c < chunks; ++c) {
-      resets.push_back(c == 0);
-      ends.push_back(c == chunks - 1);
-    }
+    first_chunk.push_back(static_cast<int64_t>(rows.size()) / chunk_size);
+    chunk_count.push_back(chunks);
     for (int64_t t = start; t < start + chunks * chunk_size; ++t) {
       if (t < end) positions.push_back(static_cast<int64_t>(rows.size()));
       rows.push_back(t < end ? t : seq);
     }
   }
-  const int64_t total_chunks = static_cast<int64_t>(resets.size());
+  const int64_t samples = static_cast<int64_t>(chunk_count.size());
+  const int64_t total_chunks = static_cast<int64_t>(rows.size()) / chunk_size;
+  const auto fp = at_least_fp32(v.scalar_type());
   if (total_chunks == 0) {
-    auto zeros = torch::zeros({1, 0, heads, value_dim}, v.options().dtype(at_least_fp32(v.scalar_type())));
-    return {zeros, torch::zeros({static_cast<int64_t>(cu_seqlens.size()) - 1, heads, key_dim, value_dim},
-                                zeros.options())};
+    auto zeros = torch::zeros({1, 0, heads, value_dim}, v.options().dtype(fp));
+    return {zeros, torch::zeros({samples, heads, key_dim, value_dim}, zeros.options())};
   }
   auto options = torch::TensorOptions().dtype(torch::kLong).device(q.device());
   auto row_index = torch::tensor(rows, options);
@@ -186,19 +197,52 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
     if (x.dim() == 4) shape.push_back(x.size(3));
     return padded.view(shape);
   };
-  auto vh = laid_out(v);
-  auto state = torch::zeros({1, heads, key_dim, value_dim}, vh.options());
-  auto [out, kept] = chunked_scan(laid_out(q), laid_out(k), vh, laid_out(g), laid_out(beta), state, resets, ends);
-  out = out.view({1, heads, total_chunks * chunk_size, value_dim})
-            .index_select(2, torch::tensor(positions, options))
-            .transpose(1, 2)
-            .contiguous();
-  // Empty samples keep a zero state so that `state` has one entry per sample.
-  std::vector<torch::Tensor> states;
-  size_t next = 0;
-  for (size_t s = 1; s < cu_seqlens.size(); ++s)
-    states.push_back(cu_seqlens[s] > cu_seqlens[s - 1] ? kept[next++].squeeze(0) : state.squeeze(0));
-  return {out, torch::stack(states)};
+  const auto terms = chunk_terms(laid_out(q), laid_out(k), laid_out(v), laid_out(g), laid_out(beta));
+
+  // The scan by chunk position: step j advances the j-th chunk of every sample that has one, all
+  // such samples at once (a batch), so there are as many sequential steps as the longest sample
+  // has chunks rather than as all samples have together. Samples sorted by chunk count, longest
+  // first, so the ones still running are always a leading block of the state.
+  std::vector<int64_t> order(static_cast<size_t>(samples));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return chunk_count[a] > chunk_count[b]; });
+  const int64_t steps = chunk_count[order.front()];
+  auto state = torch::zeros({samples, heads, key_dim, value_dim}, terms.new_values.options());
+  std::vector<torch::Tensor> final_state(static_cast<size_t>(samples));
+  std::vector<torch::Tensor> outputs;  // per step [running, heads, C, value_dim]
+  std::vector<int64_t> output_chunks;  // the laid-out chunk of each of their rows, in that order
+  int64_t running = samples;
+  for (int64_t j = 0; j < steps; ++j) {
+    while (running > 0 && chunk_count[order[running - 1]] <= j) {  // finished before this step
+      --running;
+      final_state[order[running]] = state[running];
+    }
+    state = state.narrow(0, 0, running);
+    std::vector<int64_t> chunk_of(static_cast<size_t>(running));
+    for (int64_t r = 0; r < running; ++r) chunk_of[r] = first_chunk[order[r]] + j;
+    output_chunks.insert(output_chunks.end(), chunk_of.begin(), chunk_of.end());
+    const auto index = torch::tensor(chunk_of, options);
+    // [1, heads, chunks, ...] -> this step's chunks as a batch: [running, heads, ...]
+    auto at = [&](const torch::Tensor& t) { return t[0].index_select(1, index).transpose(0, 1); };
+    auto [out, next] = chunk_step(terms, at, state);
+    outputs.push_back(out);
+    state = next;
+  }
+  for (int64_t r = 0; r < running; ++r) final_state[order[r]] = state[r];
+  for (auto& st : final_state)  // empty samples keep a zero state
+    if (!st.defined()) st = torch::zeros({heads, key_dim, value_dim}, terms.new_values.options());
+
+  // Back to the laid-out chunk order, then to the tokens.
+  std::vector<int64_t> inverse(output_chunks.size());
+  for (size_t p = 0; p < output_chunks.size(); ++p) inverse[static_cast<size_t>(output_chunks[p])] = static_cast<int64_t>(p);
+  auto out = torch::cat(outputs, 0)                    // [total_chunks, heads, C, value_dim] by step
+                 .index_select(0, torch::tensor(inverse, options))
+                 .transpose(0, 1)                      // [heads, total_chunks, C, value_dim]
+                 .reshape({1, heads, total_chunks * chunk_size, value_dim})
+                 .index_select(2, torch::tensor(positions, options))
+                 .transpose(1, 2)
+                 .contiguous();
+  return {out, torch::stack(final_state)};
 }
 
 }  // namespace mm

@@ -46,9 +46,11 @@ DeltaRuleOutput gated_delta_rule_recurrent(const torch::Tensor& q, const torch::
 void check_cu_seqlens(const std::vector<int64_t>& cu_seqlens, int64_t seq, const std::string& who);
 
 // A packed row: batch 1, cu_seqlens the samples' boundaries rising from 0 to seq (empty samples
-// allowed; anything else throws). Every sample is chunked on its own (padded to a multiple of chunk_size) and all
-// chunks of all samples go through one batched intra-chunk computation; the state is zero at each
-// sample's first chunk. `state` is [samples, heads, key_dim, value_dim]: each sample's final one.
+// allowed; anything else throws). Every sample is chunked on its own (padded to a multiple of
+// chunk_size); all chunks of all samples go through one batched intra-chunk computation, and the
+// state, zero at each sample's start, is carried by chunk position: step j advances every sample's
+// j-th chunk at once, so the sequential steps are the longest sample's chunks, not all samples'.
+// `state` is [samples, heads, key_dim, value_dim]: each sample's final one.
 DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Tensor& k,
                                         const torch::Tensor& v, const torch::Tensor& g,
                                         const torch::Tensor& beta, const std::vector<int64_t>& cu_seqlens,
