@@ -1,7 +1,7 @@
 // Training-step throughput and memory: forward + backward + clipping + fused AdamW on the
-// benchmark's small Qwen2.5-VL (or its Qwen3-VL sibling), for micro-batches of image conversations. The reference side,
-// tests/reference/bench_train.py, runs the same shapes through a plain PyTorch loop over
-// transformers. Usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD [EP]] -> one JSON line
+// benchmark's small Qwen2.5-VL (or its Qwen3-VL, Qwen3-VL-MoE, Qwen3.5 siblings), for micro-batches of image
+// conversations. The reference side, tests/reference/bench_train.py, runs the same shapes through a plain PyTorch
+// loop over transformers. Usage: bench_train [--packed] MODEL_DIR THREADS STEPS BATCH [DP_SHARD [EP]] -> one JSON line
 // on stdout. Started as several ranks (mmtrain launch --program bench_train -- ...), every rank
 // trains BATCH samples of its own per step under data parallelism (DP_SHARD 1: replicated, 0:
 // sharded over all ranks; EP > 1: a MoE model's experts spread over EP of the sharding ranks,
@@ -9,13 +9,16 @@
 // waiting on FSDP's collectives, in the dispatch's all-to-alls, and the rest (computation, with
 // the communication it overlaps).
 // Sample k: <bos> + 20 + k % 7 text tokens, a 16 x 16-patch image (64 merged tokens), 30 + k % 5
-// prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch.
+// prompt tokens, 12 + k % 3 answer tokens (the targets), right-padded into one micro-batch, or with
+// --packed one row of the samples back to back (attention, and Qwen3.5's DeltaNet state, restarting
+// at each; no padding computed).
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <variant>
 
 #include "mm/parallel/device_mesh.h"
@@ -63,8 +66,10 @@ mm::TrainSample make_sample(const mm::QwenVLConfig& config, int64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool packed = argc > 1 && std::string(argv[1]) == "--packed";
+  if (packed) --argc, ++argv;
   if (argc < 5 || argc > 7) {
-    std::cerr << "usage: bench_train MODEL_DIR THREADS STEPS BATCH [DP_SHARD [EP]]\n";
+    std::cerr << "usage: bench_train [--packed] MODEL_DIR THREADS STEPS BATCH [DP_SHARD [EP]]\n";
     return 2;
   }
   torch::set_num_threads(std::stoi(argv[2]));
@@ -114,7 +119,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(env.rank);
   std::vector<mm::TrainSample> samples;
   for (int64_t k = 0; k < batch; ++k) samples.push_back(make_sample(model->config(), env.rank * batch + k));
-  const std::vector<mm::TrainBatch> micro = {mm::collate_padded(samples, 0)};
+  const std::vector<mm::TrainBatch> micro = {packed ? mm::collate_packed(samples) : mm::collate_padded(samples, 0)};
   mm::StepOptions options;
   options.max_grad_norm = 1.0;
   options.data_parallel = parallel.get();
@@ -136,7 +141,7 @@ int main(int argc, char** argv) {
   std::sort(exchanges.begin(), exchanges.end());
   const double median = seconds[seconds.size() / 2];
   if (env.rank != 0) return 0;
-  std::cout << "{\"impl\": \"mmtrain\", \"processes\": " << env.world_size << ", \"dp_shard\": " << shard << ", \"ep\": " << ep
+  std::cout << "{\"impl\": \"mmtrain\", \"layout\": \"" << (packed ? "packed" : "padded") << "\", \"processes\": " << env.world_size << ", \"dp_shard\": " << shard << ", \"ep\": " << ep
             << ", \"tokens_per_step\": " << tokens << ", \"step_ms\": " << median * 1e3
             << ", \"collective_wait_ms\": " << waits[waits.size() / 2] * 1e3
             << ", \"all_to_all_ms\": " << exchanges[exchanges.size() / 2] * 1e3

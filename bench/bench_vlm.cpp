@@ -1,4 +1,5 @@
-// Qwen2.5-VL latency: one image + prompt -> prefill, then greedy decoding of new tokens.
+// Qwen-VL latency (any family of the registry's Qwen-VL models, e.g. Qwen2.5-VL or Qwen3.5 with its
+// DeltaNet caches): one image + prompt -> prefill, then greedy decoding of new tokens.
 // Usage: bench_vlm MODEL_DIR IMAGE PROMPT THREADS NEW_TOKENS REPEATS -> one JSON line on stdout.
 // Prefill = generate with one new token; decode per token = (full - prefill) / (new tokens - 1).
 #include <torch/torch.h>

@@ -55,6 +55,28 @@ echo "$ours"; echo "$theirs"
 echo -n "tokens/s: "; ratio "$ours" "$theirs" tokens_per_s
 echo -n "peak RSS (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
 
+[ -f "$WORK/model_qwen3_5/config.json" ] ||
+  (cd "$REF" && "$PY" make_bench_model_qwen3_vl.py "$WORK/model_qwen3_5" "$WORK/tokenizer" qwen3_5 >/dev/null 2>&1)
+echo "== Qwen3.5 training step (the same conversations and widths; 6 Gated DeltaNet + 2 gated-attention layers),"
+echo "   $THREADS threads: mmtrain (right-padded, then packed into one row) vs transformers (right-padded; its torch"
+echo "   path cannot pack DeltaNet layers exactly)"
+ours=$("$BUILD/bench/bench_train" "$WORK/model_qwen3_5" "$THREADS" 5 4)
+ours_packed=$("$BUILD/bench/bench_train" --packed "$WORK/model_qwen3_5" "$THREADS" 5 4)
+theirs=$("$PY" "$REF/bench_train.py" "$WORK/model_qwen3_5" "$THREADS" 5 4 2>/dev/null)
+echo "$ours"; echo "$ours_packed"; echo "$theirs"
+echo -n "tokens/s, padded: "; ratio "$ours" "$theirs" tokens_per_s
+echo -n "tokens/s, mmtrain packed vs transformers padded: "; ratio "$ours_packed" "$theirs" tokens_per_s
+echo -n "peak RSS, padded (mmtrain / transformers, lower is better): "; ratio "$ours" "$theirs" peak_rss_mb
+
+echo "== Qwen3.5 one image (224x224) + 32 new tokens (prefill: chunked DeltaNet; decode: its recurrent step and the"
+echo "   KV cache), $THREADS threads (ms, lower is better): mmtrain vs transformers"
+ours=$("$BUILD/bench/bench_vlm" "$WORK/model_qwen3_5" "$WORK/model/bench.png" "Describe the image." "$THREADS" 32 5)
+theirs=$("$PY" "$REF/bench_vlm.py" "$WORK/model_qwen3_5" "$WORK/model/bench.png" "Describe the image." "$THREADS" 32 5 2>/dev/null)
+echo "$ours"; echo "$theirs"
+echo -n "prefill: "; ratio "$theirs" "$ours" prefill_ms
+echo -n "decode per token: "; ratio "$theirs" "$ours" decode_ms_per_token
+echo "(ratios are reference time / mmtrain time: above 1 means mmtrain is faster)"
+
 echo "== data parallel training step, 1 thread per process, 4 conversations per process: 1 and 2 processes"
 echo "   (FSDP: sharded over both; DDP: replicated), mmtrain vs torch FSDP2 (fully_shard) over transformers"
 port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }

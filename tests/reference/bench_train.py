@@ -1,5 +1,5 @@
 """Reference side of the training-step benchmark: a plain PyTorch loop over transformers'
-Qwen2.5-VL, Qwen3-VL or Qwen3-VL-MoE (the model directory's model_type picks the class; the MoE
+Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE or Qwen3.5 (the model directory's model_type picks the class; the MoE
 model's forward adds its load-balancing loss, output_router_logits=True, as mmtrain's step does; forward, token cross-entropy, backward, clip_grad_norm_, fused AdamW as the HF
 Trainer's default adamw_torch_fused) with the same shapes as bench/bench_train.cpp.
 Usage: bench_train.py MODEL_DIR THREADS STEPS BATCH -> one JSON line. Under torchrun every rank
@@ -10,8 +10,8 @@ import json, os, resource, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
-from transformers import (Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration,
-                          Qwen3VLMoeForConditionalGeneration)
+from transformers import (Qwen2_5_VLForConditionalGeneration, Qwen3_5ForConditionalGeneration,
+                          Qwen3VLForConditionalGeneration, Qwen3VLMoeForConditionalGeneration)
 
 
 def peak_rss_mb():
@@ -24,7 +24,7 @@ rss_before_model = peak_rss_mb()
 with open(os.path.join(model_dir, "config.json")) as f:
     model_type = json.load(f)["model_type"]
 model_class = {"qwen2_5_vl": Qwen2_5_VLForConditionalGeneration, "qwen3_vl": Qwen3VLForConditionalGeneration,
-               "qwen3_vl_moe": Qwen3VLMoeForConditionalGeneration}[model_type]
+               "qwen3_vl_moe": Qwen3VLMoeForConditionalGeneration, "qwen3_5": Qwen3_5ForConditionalGeneration}[model_type]
 moe = model_type == "qwen3_vl_moe"
 model = model_class.from_pretrained(model_dir, dtype=torch.float32)
 model.train()
