@@ -1,7 +1,8 @@
 """Oracle: 5 optimizer steps of a plain PyTorch training loop over transformers' Qwen2.5-VL,
-Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 (the same data and settings; each family's own vision
-tower, for Qwen3-VL its Qwen3 decoder with DeepStack, for Qwen3-VL-MoE its sparse layers with the
-load-balancing loss, for Qwen3.5 its hybrid decoder of a Gated DeltaNet and a gated-attention layer).
+Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE, Qwen3.5 and Qwen3.5-MoE (the same data and settings; each family's
+own vision tower, for Qwen3-VL its Qwen3 decoder with DeepStack, for Qwen3-VL-MoE its sparse layers
+with the load-balancing loss, for Qwen3.5 its hybrid decoder of a Gated DeltaNet and a
+gated-attention layer, for Qwen3.5-MoE the same with sparse layers and shared experts).
 
 What transformers' Trainer does for a step, written out: AdamW (torch.optim, fp32) with the
 Trainer's decay / no-decay parameter split, a cosine schedule with warmup, gradient
@@ -12,7 +13,7 @@ loss), so each micro-batch adds router_aux_loss_coef * aux_loss, averaged over t
 micro-batches as Trainer averages each micro-batch's loss over the accumulation steps.
 
 Writes into <out> for Qwen2.5-VL, and the same into <out>/qwen2_vl, <out>/qwen3_vl,
-<out>/qwen3_vl_moe and <out>/qwen3_5:
+<out>/qwen3_vl_moe, <out>/qwen3_5 and <out>/qwen3_5_moe:
   model/               the initial weights (save_pretrained) and config
   samples.safetensors  per sample k: k.input_ids [len], k.targets [len] (already shifted, -100 =
                        ignored), k.pixel_values, k.image_grid_thw
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
                           Qwen2VLForConditionalGeneration, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                          Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration,
                           Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLMoeConfig,
                           Qwen3VLMoeForConditionalGeneration, Trainer)
 from transformers.optimization import get_cosine_schedule_with_warmup
@@ -56,6 +58,10 @@ QWEN3_5_TEXT_CONFIG = dict(TEXT_CONFIG, head_dim=32, layer_types=["linear_attent
                            rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 1, 1],
                                                 mrope_interleaved=True, partial_rotary_factor=0.25))
 QWEN3_5_VISION = {k: v for k, v in QWEN3_VL_VISION.items() if k != "deepstack_visual_indexes"}
+# Qwen3.5-MoE: both layers sparse (4 experts of 40, top 2) beside a gated shared expert of 48, with a
+# load-balancing weight that matters at this size, as for Qwen3-VL-MoE.
+QWEN3_5_MOE_TEXT_CONFIG = dict(QWEN3_5_TEXT_CONFIG, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=40,
+                               shared_expert_intermediate_size=48, router_aux_loss_coef=0.3)
 FAMILIES = {
     "qwen2_5_vl": (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
                    dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64, patch_size=14,
@@ -68,6 +74,7 @@ FAMILIES = {
     "qwen3_vl": (Qwen3VLConfig, Qwen3VLForConditionalGeneration, QWEN3_VL_VISION, QWEN3_TEXT_CONFIG),
     "qwen3_vl_moe": (Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, QWEN3_VL_VISION, QWEN3_MOE_TEXT_CONFIG),
     "qwen3_5": (Qwen3_5Config, Qwen3_5ForConditionalGeneration, QWEN3_5_VISION, QWEN3_5_TEXT_CONFIG),
+    "qwen3_5_moe": (Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration, QWEN3_5_VISION, QWEN3_5_MOE_TEXT_CONFIG),
 }
 
 
@@ -177,3 +184,4 @@ run("qwen2_vl", os.path.join(sys.argv[1], "qwen2_vl"))
 run("qwen3_vl", os.path.join(sys.argv[1], "qwen3_vl"))
 run("qwen3_vl_moe", os.path.join(sys.argv[1], "qwen3_vl_moe"))
 run("qwen3_5", os.path.join(sys.argv[1], "qwen3_5"))
+run("qwen3_5_moe", os.path.join(sys.argv[1], "qwen3_5_moe"))

@@ -1,7 +1,8 @@
 // Training equals the reference: 5 optimizer steps of mmtrain (padded, packed, with
 // recomputation) against a plain PyTorch loop over transformers' Qwen2.5-VL, Qwen2-VL, Qwen3-VL,
-// Qwen3-VL-MoE (with its load-balancing loss) and Qwen3.5 (packed rows through its Gated DeltaNet
-// layer restart the state and conv window per sample), with the same initial weights, data, AdamW
+// Qwen3-VL-MoE (with its load-balancing loss), Qwen3.5 (packed rows through its Gated DeltaNet
+// layer restart the state and conv window per sample) and Qwen3.5-MoE (both), with the same
+// initial weights, data, AdamW
 // settings and schedule (tests/reference/train_parity.py).
 #include <cmath>
 #include <fstream>
@@ -191,7 +192,8 @@ TEST_P(TrainParity, RecomputationGivesTheSameTraining) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TrainParity,
-                         ::testing::Values("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5"));
+                         ::testing::Values("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
+                                           "qwen3_5_moe"));
 
 // The MoE parity above is sensitive to the load-balancing term: trained without it, the routers
 // end far from the reference's, and the step losses differ by the aux term itself.
