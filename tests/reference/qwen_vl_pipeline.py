@@ -1,15 +1,17 @@
-"""Oracle: the whole Qwen-VL (Qwen2.5-VL, Qwen2-VL or Qwen3-VL) chat pipeline as a transformers user
-runs it.
+"""Oracle: the whole Qwen-VL (Qwen2.5-VL, Qwen2-VL, Qwen3-VL or Qwen3.5) chat pipeline as a
+transformers user runs it.
 
 Builds a Hugging Face model directory from parts the reference libraries make (the tokenizer the
-tokenizer oracle trained, the official chat template of the family (Qwen2-VL's, or Qwen3-VL
-Instruct's), the family's image and video processors with small pixel budgets (for Qwen3-VL its
-16-pixel patches, 0.5 mean and std, and Qwen3VLVideoProcessor), a tiny random model of the family),
+tokenizer oracle trained, the official chat template of the family (Qwen2-VL's, Qwen3-VL
+Instruct's or Qwen3.5's), the family's image and video processors with small pixel budgets (for
+Qwen3-VL and Qwen3.5 its 16-pixel patches, 0.5 mean and std, and Qwen3VLVideoProcessor), a tiny
+random model of the family: for Qwen3.5 a Gated DeltaNet layer and a gated-attention layer),
 writes images and a video as files, and records for several conversations what
 AutoProcessor + generate produce: the rendered prompt, input ids, pixel values, grids, and the
 greedy answer.
 
-Run by qwen2_5_vl_pipeline.py, qwen2_vl_pipeline.py and qwen3_vl_pipeline.py (OUT_DIR [TOKENIZER_DIR]):
+Run by qwen2_5_vl_pipeline.py, qwen2_vl_pipeline.py, qwen3_vl_pipeline.py and qwen3_5_pipeline.py
+(OUT_DIR [TOKENIZER_DIR]):
 main(family, argv).
 TOKENIZER_DIR defaults to OUT_DIR/../tokenizer_corpus (the tokenizer oracle's output).
 """
@@ -22,16 +24,18 @@ from safetensors.torch import save_file
 from transformers import (AutoProcessor, AutoTokenizer, Qwen2_5_VLConfig,
                           Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor, Qwen2VLConfig,
                           Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor, Qwen2VLProcessor,
-                          Qwen2VLVideoProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor,
-                          Qwen3VLVideoProcessor)
+                          Qwen2VLVideoProcessor, Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3VLConfig,
+                          Qwen3VLForConditionalGeneration, Qwen3VLProcessor, Qwen3VLVideoProcessor)
 from transformers.video_utils import VideoMetadata
 
 from qwen2_vl_chat_template import QWEN2_VL_CHAT_TEMPLATE
 from qwen3_vl_chat_template import QWEN3_VL_INSTRUCT_TEMPLATE
+from qwen3_5_chat_template import QWEN3_5_TEMPLATE
 
 FAMILIES = {"qwen2_5_vl": (Qwen2_5_VLProcessor, Qwen2_5_VLForConditionalGeneration),
             "qwen2_vl": (Qwen2VLProcessor, Qwen2VLForConditionalGeneration),
-            "qwen3_vl": (Qwen3VLProcessor, Qwen3VLForConditionalGeneration)}
+            "qwen3_vl": (Qwen3VLProcessor, Qwen3VLForConditionalGeneration),
+            "qwen3_5": (Qwen3VLProcessor, Qwen3_5ForConditionalGeneration)}  # Qwen3.5 takes Qwen3-VL's processor
 
 
 def main(family, argv):
@@ -47,13 +51,13 @@ def main(family, argv):
 
     # --- the model directory -------------------------------------------------------------------
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    if family == "qwen3_vl":
+    if family in ("qwen3_vl", "qwen3_5"):
         half = [0.5, 0.5, 0.5]
         image_processor = Qwen2VLImageProcessor(size={"shortest_edge": 32 * 32 * 4, "longest_edge": 32 * 32 * 20},
                                                 patch_size=16, image_mean=half, image_std=half)
         # The whole clip's budget: 4 sampled frames of up to 32 * 32 * 6 pixels each.
         video_processor = Qwen3VLVideoProcessor(size={"shortest_edge": 32 * 32 * 4, "longest_edge": 32 * 32 * 24})
-        template = QWEN3_VL_INSTRUCT_TEMPLATE
+        template = QWEN3_VL_INSTRUCT_TEMPLATE if family == "qwen3_vl" else QWEN3_5_TEMPLATE
     else:
         image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 20)
         video_processor = Qwen2VLVideoProcessor(min_pixels=28 * 28 * 2, max_pixels=28 * 28 * 8)
@@ -78,6 +82,15 @@ def main(family, argv):
                                vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2,
                                                   out_hidden_size=64, patch_size=16, num_position_embeddings=16,
                                                   deepstack_visual_indexes=[0, 1]),
+                               tie_word_embeddings=False, **token_ids)
+    elif family == "qwen3_5":
+        config = Qwen3_5Config(text_config=dict(text_config, head_dim=32, layer_types=["linear_attention", "full_attention"],
+                                                linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                                linear_value_head_dim=12, linear_conv_kernel_dim=4, rope_parameters={
+                                   "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1],
+                                   "mrope_interleaved": True, "partial_rotary_factor": 0.25}),
+                               vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2,
+                                                  out_hidden_size=64, patch_size=16, num_position_embeddings=16),
                                tie_word_embeddings=False, **token_ids)
     elif family == "qwen2_vl":
         config = Qwen2VLConfig(text_config=text_config, vision_config=dict(depth=2, embed_dim=32, hidden_size=64,

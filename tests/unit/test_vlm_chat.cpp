@@ -1,7 +1,8 @@
 // The whole chat pipeline (template, media decoding, preprocessing, placeholder expansion,
 // tokenization, generation, decoding) against transformers' AutoProcessor + generate, for
-// Qwen2.5-VL, Qwen2-VL and Qwen3-VL (its own chat template, Qwen3VLVideoProcessor's timestamps,
-// DeepStack), and the `mmtrain infer` command line on the same model directories.
+// Qwen2.5-VL, Qwen2-VL, Qwen3-VL (its own chat template, Qwen3VLVideoProcessor's timestamps,
+// DeepStack) and Qwen3.5 (its own chat template, the hybrid decoder's KV and DeltaNet caches), and
+// the `mmtrain infer` command line on the same model directories.
 #include <fstream>
 #include <map>
 
@@ -101,9 +102,10 @@ const auto kConversations =
 INSTANTIATE_TEST_SUITE_P(Qwen2_5_VL, PipelineCase, ::testing::Combine(::testing::Values("qwen2_5_vl_pipeline"), kConversations));
 INSTANTIATE_TEST_SUITE_P(Qwen2_VL, PipelineCase, ::testing::Combine(::testing::Values("qwen2_vl_pipeline"), kConversations));
 INSTANTIATE_TEST_SUITE_P(Qwen3_VL, PipelineCase, ::testing::Combine(::testing::Values("qwen3_vl_pipeline"), kConversations));
+INSTANTIATE_TEST_SUITE_P(Qwen3_5, PipelineCase, ::testing::Combine(::testing::Values("qwen3_5_pipeline"), kConversations));
 
 TEST(InferCli, MessagesFileGivesTheReferenceAnswer) {
-  for (const std::string oracle : {"qwen2_5_vl_pipeline", "qwen2_vl_pipeline", "qwen3_vl_pipeline"}) {
+  for (const std::string oracle : {"qwen2_5_vl_pipeline", "qwen2_vl_pipeline", "qwen3_vl_pipeline", "qwen3_5_pipeline"}) {
     const auto& c = golden(oracle).cases.at("image_and_video");
     const auto dir = mm::testing::temp_dir("infer_messages");
     std::ofstream(dir / "conv.json") << c["messages"].dump();
