@@ -189,6 +189,21 @@ void expect_refused(const RunResult& run, const std::string& message) {
   EXPECT_FALSE(fs::exists(run.dir / "run" / "final")) << "refused before training";
 }
 
+// Qwen3.5-MoE: the routed experts spread over ep=2 while each rank keeps the shared expert (cut by
+// FSDP with the rest of its layer) and the Gated DeltaNet; the same training as one process.
+// AdamW's eps is raised to 1e-6 here: the DeltaNet's in_proj_a gets gradients near 1e-8 at this
+// size, where eps 1e-8 turns their summation-order rounding into whole steps (its weights then
+// differ by 1.5e-4 relative while the losses agree to 1e-7 and every other tensor to 7e-6).
+TEST(ExpertParallelTraining, Qwen3_5MoeWithSharedExpertsEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_5_moe_dir(testing::temp_dir("ep_qwen3_5_moe_model"));
+  const std::string eps = "--set optim.eps=1e-6 ";
+  const auto one = train("ep_qwen3_5_one", 1, one_sample_micro_batches(1) + eps, "", model);
+  const auto two = train("ep_qwen3_5_ep2", 2,
+                         one_sample_micro_batches(2) + eps + "--set parallel.dp_shard=2 --set parallel.ep=2", "", model);
+  expect_equal_to_single_process(two, one);
+  EXPECT_NE(two.output.find("this rank holds experts [0, 2) of each MoE layer"), std::string::npos) << two.output;
+}
+
 TEST(ExpertParallelTraining, LayoutsThatCannotWorkAreClearErrors) {
   expect_refused(train("ep_one_process", 1, "--set parallel.ep=2", "", moe_model()),
                  "parallel.ep=2 needs as many processes (mmtrain launch, torchrun); this is one process");

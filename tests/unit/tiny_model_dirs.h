@@ -91,4 +91,23 @@ inline std::filesystem::path tiny_qwen3_5_dir(const std::filesystem::path& dir) 
   return dir;
 }
 
+// Qwen3.5-MoE on the same files: both hybrid layers sparse (4 experts, top 2) beside a gated
+// shared expert, with a load-balancing weight that matters at this size.
+inline std::filesystem::path tiny_qwen3_5_moe_dir(const std::filesystem::path& dir) {
+  tiny_qwen3_5_dir(dir);
+  auto config = read_json_file(dir / "config.json");
+  config["model_type"] = "qwen3_5_moe";
+  config["architectures"] = {"Qwen3_5MoeForConditionalGeneration"};
+  config["vision_config"]["model_type"] = "qwen3_5_moe_vision";
+  auto& text = config["text_config"];
+  text["model_type"] = "qwen3_5_moe_text";
+  text["num_experts"] = 4;
+  text["num_experts_per_tok"] = 2;
+  text["moe_intermediate_size"] = 48;
+  text["shared_expert_intermediate_size"] = 64;
+  text["router_aux_loss_coef"] = 0.1;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
 }  // namespace mm::testing
