@@ -1,4 +1,5 @@
-// The model FLOPs formulas of train/model_flops.h against hand counts on small shapes, the count
+// The model FLOPs formulas of train/model_flops.h against hand counts on small shapes (Qwen3.5's
+// hybrid and sparse decoder layers included), the count
 // of a VLM training micro-batch (the same for its samples padded, packed or alone), and the peak
 // lookup by GPU name.
 #include "mm/models/qwen_vl/qwen_vl_config.h"
@@ -21,6 +22,35 @@ TEST(ModelFlops, ADecoderWithItsOwnHeadDimCountsItsAttentionWidth) {
   // Two layers: 2712. LM head on 8 rows: 320. 3032 MACs.
   const mm::DecoderShape shape{2, 4, 6, 2, 1, 10, 3};
   EXPECT_DOUBLE_EQ(mm::decoder_training_flops(shape, {3, 5}, 8), 6.0 * 3032);
+}
+
+TEST(ModelFlops, TheQwenDecoderCountEqualsTheShapeCountForQwen2AndQwen3) {
+  mm::Qwen2TextConfig t;
+  t.num_hidden_layers = 2, t.hidden_size = 4, t.intermediate_size = 6, t.num_attention_heads = 2;
+  t.num_key_value_heads = 1, t.vocab_size = 10;
+  EXPECT_DOUBLE_EQ(mm::qwen_decoder_training_flops(t, {3, 5}, 8), 6.0 * 2512);  // as DecoderMatchesAHandCount
+  t.explicit_head_dim = 3;
+  EXPECT_DOUBLE_EQ(mm::qwen_decoder_training_flops(t, {3, 5}, 8), 6.0 * 3032);
+}
+
+TEST(ModelFlops, AHybridDecoderCountsEachLayerForWhatItIs) {
+  // Qwen3.5: hidden 4, a Gated DeltaNet layer (1 key head and 2 value heads; key dim 2, value dim 3;
+  // conv 2) then a gated-attention layer (2 heads of 2 over 1 kv head), MLP 6, 8 tokens in {3, 5}.
+  mm::Qwen2TextConfig t;
+  t.num_hidden_layers = 2, t.hidden_size = 4, t.intermediate_size = 6, t.num_attention_heads = 2;
+  t.num_key_value_heads = 1, t.vocab_size = 10, t.explicit_head_dim = 2, t.attention_output_gate = true;
+  t.layer_types = {"linear_attention", "full_attention"};
+  t.linear = {1, 2, 2, 3, 2};
+  // DeltaNet per token: in_proj_qkv 4*(2+2+6) + in_proj_z 4*6 + in_proj_a/b 2*4*2 + out_proj 6*4 = 104,
+  // conv (2+2+6)*2 = 20, rule 4*2*2*3 = 48: 172, 8 tokens 1376. Attention per token: q_proj with
+  // its gate 4*4*2 + k, v 2*4*2 + o 4*4 = 64, 8 tokens 512, causal attention 4*(9+25) = 136.
+  // MLPs 2 * 8 * 3*4*6 = 1152. LM head 320. 3496 MACs.
+  EXPECT_DOUBLE_EQ(mm::qwen_decoder_training_flops(t, {3, 5}, 8), 6.0 * 3496);
+  // Sparse MLPs (4 experts of 3, top 2, a shared expert of 5): per token router 4*4 + two experts
+  // 2*3*4*3 + shared 3*4*5 + its gate 4 = 152 instead of 72: 2 * 8 * 80 more.
+  t.moe.num_experts = 4, t.moe.num_experts_per_tok = 2, t.moe.moe_intermediate_size = 3;
+  t.moe.shared_expert_intermediate_size = 5;
+  EXPECT_DOUBLE_EQ(mm::qwen_decoder_training_flops(t, {3, 5}, 8), 6.0 * (3496 + 2 * 8 * 80));
 }
 
 TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {

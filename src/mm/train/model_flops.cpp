@@ -41,6 +41,43 @@ double decoder_training_flops(const DecoderShape& d, const std::vector<int64_t>&
   return kFlopsPerTrainedMac * macs;
 }
 
+double qwen_decoder_training_flops(const Qwen2TextConfig& t, const std::vector<int64_t>& segments,
+                                   int64_t logit_tokens) {
+  double tokens = 0;
+  for (const auto s : segments) tokens += static_cast<double>(s);
+  const double h = static_cast<double>(t.hidden_size);
+  const double q = static_cast<double>(t.num_attention_heads * t.head_dim());
+  const double kv = static_cast<double>(t.num_key_value_heads * t.head_dim());
+  const auto& l = t.linear;
+  const double key = static_cast<double>(l.num_key_heads * l.key_head_dim);
+  const double value = static_cast<double>(l.num_value_heads * l.value_head_dim);
+  const auto& m = t.moe;
+  double macs = 0;
+  for (int64_t i = 0; i < t.num_hidden_layers; ++i) {
+    if (t.is_linear_attention_layer(i)) {
+      // in_proj_qkv, in_proj_z, in_proj_a and in_proj_b, out_proj; the depthwise conv; the rule.
+      const double projections = h * (2 * key + value) + h * value + 2 * h * static_cast<double>(l.num_value_heads) +
+                                 value * h;
+      const double conv = (2 * key + value) * static_cast<double>(l.conv_kernel);
+      const double rule = 4 * static_cast<double>(l.num_value_heads * l.key_head_dim * l.value_head_dim);
+      macs += tokens * (projections + conv + rule);
+    } else {
+      macs += tokens * (h * q * (t.attention_output_gate ? 2 : 1) + 2 * h * kv + q * h) + q * squares(segments);
+    }
+    if (m.is_sparse_layer(i)) {
+      const double routed = static_cast<double>(m.num_experts_per_tok) * 3 * h * static_cast<double>(m.moe_intermediate_size);
+      const double shared = m.shared_expert_intermediate_size > 0
+                                ? 3 * h * static_cast<double>(m.shared_expert_intermediate_size) + h
+                                : 0;
+      macs += tokens * (h * static_cast<double>(m.num_experts) + routed + shared);
+    } else {
+      macs += tokens * 3 * h * static_cast<double>(t.intermediate_size);
+    }
+  }
+  macs += static_cast<double>(logit_tokens) * h * static_cast<double>(t.vocab_size);
+  return kFlopsPerTrainedMac * macs;
+}
+
 namespace {
 
 // Multiply-adds of one pass of the Qwen2.5-VL tower over `layout`'s patches.
@@ -95,10 +132,7 @@ double qwen3_vl_vision_macs(const Qwen3VLVisionConfig& v, const std::vector<std:
 
 double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int64_t>& text_segments,
                               int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images) {
-  const auto& t = config.text;
-  const double flops = decoder_training_flops({t.num_hidden_layers, t.hidden_size, t.intermediate_size,
-                                               t.num_attention_heads, t.num_key_value_heads, t.vocab_size, t.head_dim()},
-                                              text_segments, logit_tokens);
+  const double flops = qwen_decoder_training_flops(config.text, text_segments, logit_tokens);
   if (images.empty()) return flops;
   std::vector<std::array<int64_t, 3>> grid;
   for (const auto& g : images) grid.push_back({g.at(0), g.at(1), g.at(2)});

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "mm/models/qwen2/qwen2_text_config.h"
+
 namespace mm {
 
 struct QwenVLConfig;
@@ -21,6 +23,15 @@ struct DecoderShape {
   int64_t head_dim = 0;  // 0: hidden / heads (Qwen2); Qwen3's attention has a width of its own
 };
 double decoder_training_flops(const DecoderShape& shape, const std::vector<int64_t>& segments, int64_t logit_tokens);
+
+// The Qwen decoder of `text` layer by layer, for what each layer is: attention (Qwen3.5's with its
+// output gate doubling q_proj) or a Gated DeltaNet (its projections, its conv, and per token and
+// value head 4 * key_head_dim * value_head_dim for the delta rule: the state's decay-and-read,
+// delta, write and output products of the recurrent form); a dense MLP, or a sparse one's router,
+// top-k experts and shared expert (the work a token does, not the parameters it could use). For a
+// Qwen2 / Qwen3 config it equals decoder_training_flops.
+double qwen_decoder_training_flops(const Qwen2TextConfig& text, const std::vector<int64_t>& segments,
+                                   int64_t logit_tokens);
 
 // Qwen-VL: the decoder over `text_segments` plus the vision tower over `images` (t, h, w in
 // patches). Qwen2.5-VL's tower attends within windows in most blocks and within whole frames in
