@@ -1,5 +1,6 @@
-// The parity checks the Qwen-VL model tests share (Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE, and parts of
-// Qwen2.5-VL's): every case of an oracle's goldens against transformers' logits, greedy tokens,
+// The parity checks the Qwen-VL model tests share (Qwen2-VL, Qwen3-VL, Qwen3-VL-MoE, Qwen3.5,
+// Qwen3.5-MoE, and parts of Qwen2.5-VL's): every case of an oracle's goldens against transformers'
+// positions, logits, greedy tokens,
 // and an export that writes back exactly what transformers saved.
 #pragma once
 #include <algorithm>
@@ -16,6 +17,15 @@ namespace mm::testing {
 inline torch::Tensor real_positions(const torch::Tensor& logits, const QwenVLInputs& in) {
   if (!in.attention_mask.defined()) return logits.reshape({-1, logits.size(-1)});
   return logits.index({in.attention_mask.to(torch::kBool)});
+}
+
+// Every case's M-RoPE positions and deltas exactly the oracle's (transformers' get_rope_index).
+inline void expect_positions_match(QwenVLForConditionalGenerationImpl& model, const SafetensorsFile& cases) {
+  for (const auto& c : kCases) {
+    const auto rope = model.get_rope_index(inputs_of(cases, c));
+    EXPECT_TRUE(torch::equal(rope.position_ids, field(cases, c, "position_ids"))) << c;
+    EXPECT_TRUE(torch::equal(rope.deltas, field(cases, c, "rope_deltas"))) << c;
+  }
 }
 
 // Every case's logits within 1e-4 of the oracle's; `label` names the model in the printed diffs.

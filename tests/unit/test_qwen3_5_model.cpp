@@ -42,13 +42,7 @@ TEST_P(Qwen3_5Parity, LoadsWithQwen3VLTowerWithoutDeepstackAndTheHybridDecoder) 
 
 TEST_P(Qwen3_5Parity, PositionIdsMatchGetRopeIndex) {
   auto model = load(GetParam());
-  auto cases = cases_of(GetParam(), kOracle);
-  for (const auto& c : kCases) {
-    auto in = inputs_of(*cases, c);
-    auto rope = model->get_rope_index(in);
-    EXPECT_TRUE(torch::equal(rope.position_ids, field(*cases, c, "position_ids"))) << c;
-    EXPECT_TRUE(torch::equal(rope.deltas, field(*cases, c, "rope_deltas"))) << c;
-  }
+  expect_positions_match(*model, *cases_of(GetParam(), kOracle));
 }
 
 TEST_P(Qwen3_5Parity, LogitsMatchTransformers) {

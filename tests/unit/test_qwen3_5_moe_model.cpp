@@ -37,9 +37,7 @@ TEST_P(Qwen3_5MoeParity, TheRegistryOpensItWithSparseLayersAndSharedExperts) {
 TEST_P(Qwen3_5MoeParity, PositionsAndLogitsMatchTransformers) {
   auto model = load(GetParam());
   auto cases = cases_of(GetParam(), kOracle);
-  for (const auto& c : kCases)
-    EXPECT_TRUE(torch::equal(model->get_rope_index(inputs_of(*cases, c)).position_ids, field(*cases, c, "position_ids")))
-        << c;
+  expect_positions_match(*model, *cases);
   expect_logits_match(*model, *cases, "Qwen3.5-MoE config " + GetParam());
 }
 
