@@ -30,11 +30,12 @@ Qwen3VLProcessor(image_processor=Qwen2VLImageProcessor(patch_size=16, image_mean
                  chat_template=QWEN3_VL_INSTRUCT_TEMPLATE).save_pretrained(out)
 ids = tokenizer.convert_tokens_to_ids
 # The text options beyond the shared widths: MoE's experts or Qwen3.5's DeltaNet layers.
-variant_options = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=192, decoder_sparse_step=1) if moe else {}
+variant_options = (dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=192, decoder_sparse_step=1)
+                   if moe else {})
 rope = {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [12, 10, 10], "mrope_interleaved": True}
 if hybrid:
-    variant_options = dict(linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=64, linear_value_head_dim=64,
-                           linear_conv_kernel_dim=4)
+    variant_options = dict(linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=64,
+                           linear_value_head_dim=64, linear_conv_kernel_dim=4)
     rope = dict(rope, mrope_section=[3, 3, 2], partial_rotary_factor=0.25)  # 16 of 64 dims turn
 vision = dict(depth=8, hidden_size=256, intermediate_size=512, num_heads=4, out_hidden_size=512, patch_size=16,
               num_position_embeddings=256)
