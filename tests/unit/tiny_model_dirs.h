@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "mm/core/json_config.h"
 #include "testing.h"
@@ -49,20 +50,28 @@ inline std::filesystem::path tiny_qwen3_vl_dir(const std::filesystem::path& dir)
   return dir;
 }
 
-// Qwen3-VL-MoE on the same files: every decoder layer sparse (4 experts, top 2) with a
-// load-balancing weight that matters at this size.
-inline std::filesystem::path tiny_qwen3_vl_moe_dir(const std::filesystem::path& dir) {
-  tiny_qwen3_vl_dir(dir);
+// dir/config.json turned into the MoE family `model_type` (text_config model_type
+// `model_type`_text): every decoder layer sparse, 4 experts of 48, top 2, with a load-balancing
+// weight that matters at this size. Returned for the family's own keys; the caller writes it.
+inline nlohmann::json sparse_config(const std::filesystem::path& dir, const std::string& model_type,
+                                    const std::string& architecture) {
   auto config = read_json_file(dir / "config.json");
-  config["model_type"] = "qwen3_vl_moe";
-  config["architectures"] = {"Qwen3VLMoeForConditionalGeneration"};
+  config["model_type"] = model_type;
+  config["architectures"] = {architecture};
   auto& text = config["text_config"];
-  text["model_type"] = "qwen3_vl_moe_text";
+  text["model_type"] = model_type + "_text";
   text["num_experts"] = 4;
   text["num_experts_per_tok"] = 2;
   text["moe_intermediate_size"] = 48;
-  text["decoder_sparse_step"] = 1;
   text["router_aux_loss_coef"] = 0.1;
+  return config;
+}
+
+// Qwen3-VL-MoE on the same files (sparse_config).
+inline std::filesystem::path tiny_qwen3_vl_moe_dir(const std::filesystem::path& dir) {
+  tiny_qwen3_vl_dir(dir);
+  auto config = sparse_config(dir, "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration");
+  config["text_config"]["decoder_sparse_step"] = 1;
   std::ofstream(dir / "config.json") << config.dump(2);
   return dir;
 }
@@ -91,21 +100,13 @@ inline std::filesystem::path tiny_qwen3_5_dir(const std::filesystem::path& dir) 
   return dir;
 }
 
-// Qwen3.5-MoE on the same files: both hybrid layers sparse (4 experts, top 2) beside a gated
-// shared expert, with a load-balancing weight that matters at this size.
+// Qwen3.5-MoE on the same files (sparse_config): both hybrid layers sparse beside a gated shared
+// expert.
 inline std::filesystem::path tiny_qwen3_5_moe_dir(const std::filesystem::path& dir) {
   tiny_qwen3_5_dir(dir);
-  auto config = read_json_file(dir / "config.json");
-  config["model_type"] = "qwen3_5_moe";
-  config["architectures"] = {"Qwen3_5MoeForConditionalGeneration"};
+  auto config = sparse_config(dir, "qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration");
   config["vision_config"]["model_type"] = "qwen3_5_moe_vision";
-  auto& text = config["text_config"];
-  text["model_type"] = "qwen3_5_moe_text";
-  text["num_experts"] = 4;
-  text["num_experts_per_tok"] = 2;
-  text["moe_intermediate_size"] = 48;
-  text["shared_expert_intermediate_size"] = 64;
-  text["router_aux_loss_coef"] = 0.1;
+  config["text_config"]["shared_expert_intermediate_size"] = 64;
   std::ofstream(dir / "config.json") << config.dump(2);
   return dir;
 }
