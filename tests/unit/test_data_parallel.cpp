@@ -39,14 +39,17 @@ TEST(DataParallel, Qwen3VLFsdpOverTwoRanksEqualsOneProcess) {
 
 // Qwen3.5's hybrid decoder sharded: the Gated DeltaNet's parameters (conv, A_log, dt_bias beside
 // the projections) cut and gathered with each decoder layer, and its padded rows (the padding
-// zeroed before the conv and the state) cut between the ranks. AdamW's eps is 1e-6 here: the
+// zeroed before the conv and the state) cut between the ranks; its multi-token-prediction head
+// trained beside it, the head's layer a unit of its own, recomputed. AdamW's eps is 1e-6 here: the
 // DeltaNet's in_proj_a gets gradients near 1e-8 at this size, where eps 1e-8 turns their
 // summation-order rounding into whole steps (1.6e-5 relative on that tensor; every other under 6e-6).
-TEST(DataParallel, Qwen3_5FsdpOverTwoRanksEqualsOneProcess) {
-  const auto model = testing::tiny_qwen3_5_dir(testing::temp_dir("dp_qwen3_5_model"));
+TEST(DataParallel, Qwen3_5WithItsMtpHeadFsdpOverTwoRanksEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_5_with_mtp_dir(testing::temp_dir("dp_qwen3_5_model"));
   const auto single = train("qwen3_5_single", 1, "--set optim.eps=1e-6", "", model);
-  expect_equal_to_single_process(train("qwen3_5_fsdp2", 2, "--set optim.eps=1e-6 --set parallel.dp_shard=2", "", model),
-                                 single);
+  EXPECT_NE(single.output.find("multi-token prediction: 1 depth(s)"), std::string::npos) << single.output;
+  expect_equal_to_single_process(
+      train("qwen3_5_fsdp2", 2, "--set optim.eps=1e-6 --set parallel.dp_shard=2 --set train.recompute=true", "", model),
+      single);
 }
 
 // Qwen3-VL-MoE with its load-balancing loss, recomputed inside the sharded layers (the aux

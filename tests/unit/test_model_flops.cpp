@@ -53,6 +53,23 @@ TEST(ModelFlops, AHybridDecoderCountsEachLayerForWhatItIs) {
   EXPECT_DOUBLE_EQ(mm::qwen_decoder_training_flops(t, {3, 5}, 8), 6.0 * (3496 + 2 * 8 * 80));
 }
 
+TEST(ModelFlops, TheMultiTokenPredictionHeadMatchesAHandCount) {
+  // The hybrid decoder above with a head of 2 depths over 8 tokens in {3, 5}, 5 and 3 target rows.
+  mm::Qwen2TextConfig t;
+  t.num_hidden_layers = 2, t.hidden_size = 4, t.intermediate_size = 6, t.num_attention_heads = 2;
+  t.num_key_value_heads = 1, t.vocab_size = 10, t.explicit_head_dim = 2, t.attention_output_gate = true;
+  t.layer_types = {"linear_attention", "full_attention"};
+  t.mtp_num_hidden_layers = 2;
+  // Per depth: fc 8 * 2*4*4 = 256, the gated-attention layer 512 + 136 and its MLP 8 * 3*4*6 = 576:
+  // 1480, twice; LM heads (5 + 3) * 4*10 = 320. 3280 MACs.
+  EXPECT_DOUBLE_EQ(mm::qwen_mtp_training_flops(t, {3, 5}, {5, 3}), 6.0 * 3280);
+  // Sparse (as above): the head's layers are sparse too, 8 * 80 more per depth.
+  t.moe.num_experts = 4, t.moe.num_experts_per_tok = 2, t.moe.moe_intermediate_size = 3;
+  t.moe.shared_expert_intermediate_size = 5;
+  t.moe.mlp_only_layers = {0, 1};  // the decoder's choice; the head's layers stay sparse
+  EXPECT_DOUBLE_EQ(mm::qwen_mtp_training_flops(t, {3, 5}, {5, 3}), 6.0 * (3280 + 2 * 8 * 80));
+}
+
 TEST(ModelFlops, QwenVisionTowerMatchesAHandCount) {
   mm::QwenVLConfig c;
   auto& v = c.qwen2_5_vl_vision();

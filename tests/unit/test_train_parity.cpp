@@ -1,7 +1,9 @@
 // Training equals the reference: 5 optimizer steps of mmtrain (padded, packed, with
 // recomputation) against a plain PyTorch loop over transformers' Qwen2.5-VL, Qwen2-VL, Qwen3-VL,
 // Qwen3-VL-MoE (with its load-balancing loss), Qwen3.5 (packed rows through its Gated DeltaNet
-// layer restart the state and conv window per sample) and Qwen3.5-MoE (both), with the same
+// layer restart the state and conv window per sample), Qwen3.5-MoE (both) and both with a
+// multi-token-prediction head (trained with its loss; the reference assembles the head from
+// transformers' layers, as vLLM wires it), with the same
 // initial weights, data, AdamW
 // settings and schedule (tests/reference/train_parity.py).
 #include <cmath>
@@ -86,11 +88,13 @@ RunResult run_steps(const std::string& family, Layout layout, bool recompute, bo
                     std::optional<double> aux_coef = std::nullopt) {
   const auto& ref = reference(family);
   RunResult out;
-  out.model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "model");
+  out.model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "model", torch::kFloat32,
+                                                                  c10::kCPU, /*with_mtp=*/true);
   out.model->train();
   if (recompute) {
     out.model->model->block_runner = recompute_runner();
     out.model->visual->block_runner = recompute_runner();
+    if (out.model->mtp) out.model->mtp->block_runner = recompute_runner();
   }
   NamedParams named;
   std::vector<torch::Tensor> params;
@@ -125,9 +129,10 @@ RunResult run_steps(const std::string& family, Layout layout, bool recompute, bo
     EXPECT_NEAR(lr, ref.lrs[step].item<double>(), 1e-12) << "step " << step;
     std::vector<MicroBatchCounts> counts;
     for (const auto& b : micro) counts.push_back({b.num_target_tokens, b.num_tokens, 1});
-    const double coef = vlm_router_aux_loss_coef(out.model->config(), aux_coef);
+    const VlmLossWeights weights{vlm_router_aux_loss_coef(out.model->config(), aux_coef),
+                                 vlm_mtp_loss_weight(*out.model, s["mtp_loss_weight"].get<double>())};
     const auto result = train_step(
-        counts, [&](size_t i, const StepTotals& totals) { return vlm_loss_sum(out.model, micro[i], coef, totals); },
+        counts, [&](size_t i, const StepTotals& totals) { return vlm_loss_sum(out.model, micro[i], weights, totals); },
         optimizer, lr, params, options);
     out.losses.push_back(result.loss);
     out.grad_norms.push_back(result.grad_norm);
@@ -139,7 +144,8 @@ RunResult run_steps(const std::string& family, Layout layout, bool recompute, bo
 // tensor of its save_pretrained output, read as from_pretrained reads it: fused MoE experts
 // split, Qwen3-VL's module-tree names mapped).
 std::pair<double, std::string> final_weight_difference(const std::string& family, const RunResult& run) {
-  auto final_model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "final");
+  auto final_model = QwenVLForConditionalGenerationImpl::from_pretrained(reference_dir(family) / "final",
+                                                                        torch::kFloat32, c10::kCPU, /*with_mtp=*/true);
   std::map<std::string, torch::Tensor> theirs;
   for (auto& [name, t] : named_weights(*final_model)) theirs[name] = t;
   double worst = 0;
@@ -182,18 +188,32 @@ TEST_P(TrainParity, PackedBatchesMatchTransformersLoop) {
   expect_matches_reference(GetParam(), run_steps(GetParam(), Layout::packed, false, true), 1e-5);
 }
 
+// Bit for bit, except with a multi-token-prediction head: its input embeddings are a third use of
+// the decoder's input beside the first layer's two, and recomputation (which hands that layer's
+// gradient back as one sum) changes the order in which autograd adds the three, i.e. the rounding.
+// There the run must agree within float rounding carried through 5 steps.
 TEST_P(TrainParity, RecomputationGivesTheSameTraining) {
   const auto plain = run_steps(GetParam(), Layout::padded, false, true);
   const auto recomputed = run_steps(GetParam(), Layout::padded, /*recompute=*/true, true);
-  for (size_t i = 0; i < plain.losses.size(); ++i) EXPECT_EQ(plain.losses[i], recomputed.losses[i]) << i;
+  const bool exact = !plain.model->mtp;
+  for (size_t i = 0; i < plain.losses.size(); ++i) {
+    if (exact) EXPECT_EQ(plain.losses[i], recomputed.losses[i]) << i;
+    else EXPECT_NEAR(plain.losses[i], recomputed.losses[i], 1e-6) << i;
+  }
   auto a = named_weights(*plain.model);
   auto b = named_weights(*recomputed.model);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (exact) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+    worst = std::max(worst, max_abs_diff(a[i].second, b[i].second));
+  }
+  EXPECT_LT(worst, 1e-6);
+  if (!exact) std::cout << "recomputed vs plain, final weights: max |diff| " << worst << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TrainParity,
                          ::testing::Values("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
-                                           "qwen3_5_moe"));
+                                           "qwen3_5_moe", "qwen3_5_mtp", "qwen3_5_moe_mtp"));
 
 // The MoE parity above is sensitive to the load-balancing term: trained without it, the routers
 // end far from the reference's, and the step losses differ by the aux term itself.

@@ -10,6 +10,7 @@
 #include "mm/core/json_config.h"
 #include "mm/core/run_config.h"
 #include "mm/core/safetensors.h"
+#include "mm/models/qwen_vl/qwen_vl_init_weights.h"
 #include "mm/tasks/qwen_vl_checkpoint.h"
 #include "mm/train/train_config.h"
 #include "test_files.h"
@@ -373,6 +374,85 @@ TEST(TrainRun, Qwen3_5TrainsPackedWithLoraOnTheDeltaNetAndExportsMerged) {
   expect_export_matches(dir / "run", dir);
 }
 
+// Qwen3.5 with its multi-token-prediction head: trained at the default weight (packed rows), kept in
+// the checkpoint and written by the export beside what transformers loads (with equal logits); at
+// weight 0 the head stays as initialised, frozen.
+TEST(TrainRun, Qwen3_5TrainsItsMtpHeadAndExportsIt) {
+  const auto dir = testing::temp_dir("train_qwen3_5_mtp");
+  const auto model = testing::tiny_qwen3_5_with_mtp_dir(dir / "model");
+  auto [status, out] = run_command(kMmtrain + " train " +
+                                   write_config(dir, (shapes_data() / "train.jsonl").string(), "", 4, model).string() +
+                                   " --set data.packing=true");
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("multi-token prediction: 1 depth(s), loss weight 0.1 (default)"), std::string::npos) << out;
+  auto trained = Checkpoint::open(resolve_training_checkpoint(dir / "run") / "model.safetensors");
+  ASSERT_TRUE(trained.contains("mtp.layers.0.self_attn.q_proj.weight"));
+  expect_export_matches(dir / "run", dir);
+  auto exported = Checkpoint::open(dir / "hf" / "model.safetensors");
+  for (const auto& name : trained.names())
+    if (name.rfind("mtp.", 0) == 0) {
+      ASSERT_TRUE(exported.contains(name)) << name;
+      EXPECT_TRUE(torch::equal(exported.tensor(name), trained.tensor(name))) << name;
+    }
+
+  const auto frozen_dir = testing::temp_dir("train_qwen3_5_mtp_frozen");
+  auto [s2, o2] = run_command(kMmtrain + " train " +
+                              write_config(frozen_dir, (shapes_data() / "train.jsonl").string(), "", 4, model).string() +
+                              " --set data.packing=true --set model.mtp_loss_weight=0");
+  ASSERT_EQ(s2, 0) << o2;
+  EXPECT_NE(o2.find("loss weight 0 (model.mtp_loss_weight); the head is frozen"), std::string::npos) << o2;
+  auto frozen = Checkpoint::open(resolve_training_checkpoint(frozen_dir / "run") / "model.safetensors");
+  QwenVLForConditionalGeneration initial(QwenVLConfig::from_file(model / "config.json"), /*with_mtp=*/true);
+  init_weights(initial, 5);  // write_config's init_seed
+  const auto fc = initial->mtp->fc->weight;
+  EXPECT_TRUE(torch::equal(frozen.tensor("mtp.fc.weight"), fc));
+  EXPECT_GT(testing::max_abs_diff(trained.tensor("mtp.fc.weight"), fc), 1e-4) << "the head did not train";
+}
+
+// Qwen3.5 in bf16 autocast with packing and recomputation (the DeltaNet's norms and rule keep
+// fp32 inside): the same model as fp32 to bf16's precision, step after step.
+TEST(TrainRun, Qwen3_5TrainsInBf16PackedAndRecomputedAsInFp32) {
+  const auto train = (shapes_data() / "train.jsonl").string();
+  const std::string options = " --set data.packing=true --set train.recompute=true";
+  const auto fp32 = testing::temp_dir("train_qwen3_5_fp32");
+  const auto model = testing::tiny_qwen3_5_with_mtp_dir(fp32 / "model");
+  auto [s1, o1] = run_command(kMmtrain + " train " + write_config(fp32, train, "", 4, model).string() + options);
+  ASSERT_EQ(s1, 0) << o1;
+  const auto bf16 = testing::temp_dir("train_qwen3_5_bf16");
+  auto [s2, o2] = run_command(kMmtrain + " train " + write_config(bf16, train, "", 4, model).string() + options +
+                              " --set train.precision=bf16");
+  ASSERT_EQ(s2, 0) << o2;
+  const auto expected = losses_of(fp32 / "run"), got = losses_of(bf16 / "run");
+  ASSERT_EQ(got.size(), 4u);
+  for (const auto& [step, loss] : expected) EXPECT_NEAR(got.at(step), loss, 0.005 * loss) << "step " << step;  // measured: 5e-5
+}
+
+// A Qwen3.5 run with the head, packed, killed after a checkpoint and resumed, ends where the
+// straight run ends, bit for bit (losses and every weight, the head's included).
+TEST(TrainRun, Qwen3_5WithMtpResumesBitForBit) {
+  const auto train = (shapes_data() / "train.jsonl").string();
+  const std::string options = " --set data.packing=true --set output.save_every=3";
+  const auto straight = testing::temp_dir("train_qwen3_5_straight");
+  const auto model = testing::tiny_qwen3_5_with_mtp_dir(straight / "model");
+  auto [s1, o1] = run_command(kMmtrain + " train " + write_config(straight, train, "", 6, model).string() + options);
+  ASSERT_EQ(s1, 0) << o1;
+  const auto expected = losses_of(straight / "run");
+  ASSERT_EQ(expected.size(), 6u);
+  const auto killed = testing::temp_dir("train_qwen3_5_killed");
+  const auto config = write_config(killed, train, "", 6, model).string();
+  auto [s2, o2] = run_command("MM_FAULT_KILL_AT_STEP=5 " + testing::kMmtrainWithFaults + " train " + config + options);
+  EXPECT_NE(s2, 0) << "the run should have been killed at step 5:\n" << o2;
+  auto [s3, o3] = run_command(kMmtrain + " train " + config + options);
+  ASSERT_EQ(s3, 0) << o3;
+  EXPECT_NE(o3.find("resumed from"), std::string::npos) << o3;
+  const auto resumed = losses_of(killed / "run");
+  for (const auto& [step, loss] : expected) EXPECT_EQ(resumed.at(step), loss) << "step " << step;
+  auto a = Checkpoint::open(straight / "run" / "final");
+  auto b = Checkpoint::open(killed / "run" / "final");
+  EXPECT_TRUE(a.contains("mtp.fc.weight"));
+  for (const auto& name : a.names()) EXPECT_TRUE(torch::equal(a.tensor(name), b.tensor(name))) << name;
+}
+
 TEST(TrainRun, ConfigErrorsNameTheKey) {
   const auto dir = testing::temp_dir("train_badcfg");
   const auto config = write_config(dir, (shapes_data() / "train.jsonl").string(), "", 2).string();
@@ -414,7 +494,7 @@ TEST(TrainRun, ChatTemplateKwargsAreAMappingOfValues) {
 // The ready configs under examples/ use only known keys and valid values.
 TEST(TrainRun, ExampleConfigsParse) {
   int parsed = 0;
-  for (const std::string family : {"qwen2.5vl", "qwen3vl"})
+  for (const std::string family : {"qwen2.5vl", "qwen3vl", "qwen3_5"})
     for (const auto& entry : fs::directory_iterator(kSourceDir / "examples" / family)) {
       if (entry.path().extension() != ".yaml") continue;
       SCOPED_TRACE(entry.path().string());
@@ -422,7 +502,7 @@ TEST(TrainRun, ExampleConfigsParse) {
       EXPECT_FALSE(config.data.train.empty());
       ++parsed;
     }
-  EXPECT_GE(parsed, 5);
+  EXPECT_GE(parsed, 7);
 }
 
 }  // namespace

@@ -100,6 +100,16 @@ inline std::filesystem::path tiny_qwen3_5_dir(const std::filesystem::path& dir) 
   return dir;
 }
 
+// Qwen3.5 as above whose config.json names a multi-token-prediction head of one depth (from
+// scratch, the head is built and initialised with the model).
+inline std::filesystem::path tiny_qwen3_5_with_mtp_dir(const std::filesystem::path& dir) {
+  tiny_qwen3_5_dir(dir);
+  auto config = read_json_file(dir / "config.json");
+  config["text_config"]["mtp_num_hidden_layers"] = 1;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
 // Qwen3.5-MoE on the same files (sparse_config): both hybrid layers sparse beside a gated shared
 // expert.
 inline std::filesystem::path tiny_qwen3_5_moe_dir(const std::filesystem::path& dir) {

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/rng.h"
@@ -16,7 +18,11 @@ namespace mm {
 
 QwenVLForConditionalGeneration load_checkpoint_model(const fs::path& dir) {
   const auto loaded = load_whole_training_checkpoint(dir);
-  QwenVLForConditionalGeneration model(QwenVLConfig::from_file(dir / "config.json"));
+  // A run that trained (or carried) a multi-token-prediction head saved it: rebuild it so that the
+  // export writes it back.
+  const bool mtp = std::any_of(loaded.model.begin(), loaded.model.end(),
+                               [](const auto& named) { return named.first.rfind("mtp.", 0) == 0; });
+  QwenVLForConditionalGeneration model(QwenVLConfig::from_file(dir / "config.json"), mtp);
   const auto& lora = loaded.state.contains("lora") ? loaded.state["lora"] : nlohmann::json();
   if (!lora.is_null()) {
     const JsonView view(lora, (dir / "trainer_state.json").string(), "lora.");
@@ -39,7 +45,9 @@ void export_qwen_vl_checkpoint(const fs::path& checkpoint_dir, const fs::path& o
 }
 
 WholeTrainingCheckpoint qwen_vl_as_training_checkpoint(const fs::path& model_dir) {
-  auto model = QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, torch::kFloat32);
+  // With its multi-token-prediction head, as the trainer builds a model from this directory.
+  auto model = QwenVLForConditionalGenerationImpl::from_pretrained(model_dir, torch::kFloat32, c10::kCPU,
+                                                                   /*with_mtp=*/true);
   WholeTrainingCheckpoint whole;
   whole.dir = model_dir;
   whole.model = named_weights(*model);

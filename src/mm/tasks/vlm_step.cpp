@@ -2,12 +2,15 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "mm/core/error.h"
+#include "mm/nn/compute_dtype.h"
 #include "mm/train/model_flops.h"
 
 namespace mm {
 
-double vlm_batch_training_flops(const QwenVLConfig& config, const TrainBatch& batch) {
+double vlm_batch_training_flops(const QwenVLConfig& config, const TrainBatch& batch, int64_t mtp_depths) {
   std::vector<int64_t> segments;
   if (!batch.cu_seqlens.empty()) {
     for (size_t i = 1; i < batch.cu_seqlens.size(); ++i) segments.push_back(batch.cu_seqlens[i] - batch.cu_seqlens[i - 1]);
@@ -24,7 +27,13 @@ double vlm_batch_training_flops(const QwenVLConfig& config, const TrainBatch& ba
     for (int64_t i = 0; i < rows.size(0); ++i)
       grids.push_back({rows[i][0].item<int64_t>(), rows[i][1].item<int64_t>(), rows[i][2].item<int64_t>()});
   }
-  return qwen_vl_training_flops(config, segments, batch.num_target_tokens, grids);
+  double flops = qwen_vl_training_flops(config, segments, batch.num_target_tokens, grids);
+  if (mtp_depths > 0) {
+    std::vector<int64_t> rows;
+    for (int64_t k = 1; k <= mtp_depths; ++k) rows.push_back(multi_token_targets(batch, k).ne(kIgnoreIndex).sum().item<int64_t>());
+    flops += qwen_mtp_training_flops(config.text, segments, rows);
+  }
+  return flops;
 }
 
 double vlm_router_aux_loss_coef(const QwenVLConfig& config, std::optional<double> configured) {
@@ -56,11 +65,80 @@ class LoadBalancingScope {
 
 }  // namespace
 
-at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch, double router_aux_loss_coef,
+double vlm_mtp_loss_weight(const QwenVLForConditionalGenerationImpl& model, std::optional<double> configured) {
+  if (!model.mtp) return 0;
+  return configured.value_or(kDefaultMtpLossWeight);
+}
+
+at::Tensor multi_token_positions(const TrainBatch& batch, int64_t k) {
+  const auto& ids = batch.inputs.input_ids;
+  const int64_t seq = ids.size(1);
+  auto out = torch::zeros(ids.sizes(), torch::TensorOptions().dtype(torch::kBool));
+  if (k >= seq) return out;
+  out.narrow(1, 0, seq - k).fill_(true);
+  if (!batch.cu_seqlens.empty()) {
+    // Position p and p + k must lie in one sample: the sample index of each position, compared.
+    auto sample = torch::zeros({seq}, torch::kInt64);
+    for (size_t i = 1; i + 1 < batch.cu_seqlens.size(); ++i)
+      sample.narrow(0, batch.cu_seqlens[i], seq - batch.cu_seqlens[i]).add_(1);
+    auto same = torch::zeros({seq}, torch::kBool);
+    same.narrow(0, 0, seq - k).copy_(sample.narrow(0, 0, seq - k) == sample.narrow(0, k, seq - k));
+    out &= same.unsqueeze(0);
+  }
+  if (batch.inputs.attention_mask.defined()) {
+    const auto real = batch.inputs.attention_mask.to(torch::kCPU).to(torch::kBool);
+    auto ahead = torch::zeros_like(real);
+    ahead.narrow(1, 0, seq - k).copy_(real.narrow(1, k, seq - k));
+    out &= real & ahead;
+  }
+  return out;
+}
+
+at::Tensor multi_token_targets(const TrainBatch& batch, int64_t k) {
+  const auto& targets = batch.targets;
+  const int64_t seq = targets.size(1);
+  auto out = torch::full_like(targets, kIgnoreIndex);
+  if (k >= seq) return out;
+  out.narrow(1, 0, seq - k).copy_(targets.narrow(1, k, seq - k));
+  return out.masked_fill(multi_token_positions(batch, k).to(targets.device()).logical_not(), kIgnoreIndex);
+}
+
+namespace {
+
+// The embeddings shifted left by k positions along the sequence: position p holds token p + k's
+// where multi_token_positions says p + k is in p's sample, zeros elsewhere. Those positions
+// predict nothing, but their routers count in the load-balancing loss, so what they read must not
+// depend on how the samples were batched (padding, the next packed sample).
+torch::Tensor shifted_left(const torch::Tensor& embeds, const TrainBatch& batch, int64_t k) {
+  const int64_t seq = embeds.size(1);
+  auto zeros = torch::zeros({embeds.size(0), std::min(k, seq), embeds.size(2)}, embeds.options());
+  if (k >= seq) return zeros;
+  auto shifted = torch::cat({embeds.narrow(1, k, seq - k), zeros}, 1);
+  return shifted * multi_token_positions(batch, k).to(embeds.device(), embeds.scalar_type()).unsqueeze(-1);
+}
+
+// Summed cross-entropy of the rows of `hidden` whose target is not ignored.
+torch::Tensor supervised_cross_entropy(QwenVLForConditionalGeneration& model, const torch::Tensor& hidden,
+                                       const torch::Tensor& targets) {
+  auto on_device = targets.to(hidden.device());
+  auto supervised = on_device.ne(kIgnoreIndex);
+  auto rows = hidden.index({supervised});  // [target tokens, hidden]
+  auto logits = model->lm_logits(rows);
+  logits = logits.to(at_least_fp32(logits.scalar_type()));  // fp32 as the references; fp64 stays fp64
+  return torch::nn::functional::cross_entropy(
+      logits, on_device.index({supervised}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+}  // namespace
+
+at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch, const VlmLossWeights& weights,
                         const StepTotals& totals) {
   MM_CHECK(batch.targets.defined() && batch.targets.sizes() == batch.inputs.input_ids.sizes(),
            "training batch: targets must match input_ids");
+  MM_CHECK(weights.mtp_loss_weight == 0 || model->mtp, "vlm_loss_sum: a multi-token-prediction loss weight of ",
+           weights.mtp_loss_weight, " for a model without the head");
   const auto& moe = model->config().text.moe;
+  const double router_aux_loss_coef = weights.router_aux_loss_coef;
   std::shared_ptr<LoadBalancingLoss> balance;
   if (router_aux_loss_coef > 0 && moe.num_experts > 0) {
     MM_CHECK(totals.micro_batches > 0 && totals.loss_units > 0,
@@ -68,20 +146,26 @@ at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch&
     balance = std::make_shared<LoadBalancingLoss>(moe.num_experts, moe.num_experts_per_tok,
                                                   batch.inputs.attention_mask);
   }
-  at::Tensor hidden;
+  at::Tensor hidden, embeds;
   {
     const LoadBalancingScope scope(model->model, balance);
     DeepstackInputs deepstack;
-    auto embeds = model->embed_inputs(batch.inputs, &deepstack);
+    embeds = model->embed_inputs(batch.inputs, &deepstack);
     hidden =
         model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens, &deepstack);
   }
-  auto targets = batch.targets.to(hidden.device());
-  auto supervised = targets.ne(-100);
-  auto rows = hidden.index({supervised});  // [target tokens, hidden]
-  auto logits = model->lm_logits(rows).to(torch::kFloat32);
-  auto sum = torch::nn::functional::cross_entropy(
-      logits, targets.index({supervised}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  auto sum = supervised_cross_entropy(model, hidden, batch.targets);
+  if (weights.mtp_loss_weight > 0) {
+    const auto context =
+        model->model->context(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens);
+    const int64_t depths = model->mtp->depths();
+    auto h = hidden;
+    for (int64_t k = 1; k <= depths; ++k) {
+      h = model->mtp->forward(k, shifted_left(embeds, batch, k), h, context, balance);
+      sum = sum + supervised_cross_entropy(model, h, multi_token_targets(batch, k)) *
+                      (weights.mtp_loss_weight / static_cast<double>(depths));
+    }
+  }
   if (!balance) return sum;
   // The step back-propagates sum / loss_units, so the term enters the sum scaled by loss_units;
   // its gradient reaches the routers through the layers' own nodes (nn/load_balancing.h), at
@@ -99,9 +183,8 @@ StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, d
     counts.push_back({batch.num_target_tokens, batch.num_tokens, static_cast<int64_t>(batch.sample_indices.size())});
   return train_step(
       counts,
-      [&, coef = vlm_router_aux_loss_coef(model->config())](size_t i, const StepTotals& totals) {
-        return vlm_loss_sum(model, micro_batches[i], coef, totals);
-      },
+      [&, weights = VlmLossWeights{vlm_router_aux_loss_coef(model->config()), vlm_mtp_loss_weight(*model)}](
+          size_t i, const StepTotals& totals) { return vlm_loss_sum(model, micro_batches[i], weights, totals); },
       optimizer, lr, params, options,
       "supervised tokens");
 }

@@ -39,17 +39,20 @@ struct BuiltModel {
 BuiltModel build_model(const TrainConfig& config, const parallel::DeviceMesh& mesh) {
   const auto& m = config.model;
   MM_CHECK(fs::is_regular_file(m.path / "config.json"), "model.path: ", m.path.string(), " has no config.json");
+  // A multi-token-prediction head is trained (or, at weight 0, carried to the export) wherever the
+  // model has one: from scratch when config.json names it, else when the checkpoint holds it.
   if (m.from_scratch) {
-    BuiltModel built{QwenVLForConditionalGeneration(QwenVLConfig::from_file(m.path / "config.json")), {}};
+    const auto model_config = QwenVLConfig::from_file(m.path / "config.json");
+    BuiltModel built{QwenVLForConditionalGeneration(model_config, model_config.text.mtp_num_hidden_layers > 0), {}};
     init_weights(built.model, m.init_seed);
     return built;
   }
   if (mesh.size(parallel::kDataShardDims) > 1) {
-    auto unloaded = QwenVLForConditionalGenerationImpl::from_pretrained_unloaded(m.path, torch::kFloat32);
+    auto unloaded = QwenVLForConditionalGenerationImpl::from_pretrained_unloaded(m.path, torch::kFloat32, /*with_mtp=*/true);
     return {unloaded.model, std::move(unloaded.weights)};
   }
-  return {QwenVLForConditionalGenerationImpl::from_pretrained(m.path, torch::kFloat32,
-                                                              resolve_device(config.train.device, "train.device")),
+  return {QwenVLForConditionalGenerationImpl::from_pretrained(
+              m.path, torch::kFloat32, resolve_device(config.train.device, "train.device"), /*with_mtp=*/true),
           {}};
 }
 
@@ -73,8 +76,10 @@ struct VlmMicroBatch : MicroBatch {
 // Conversations through the threaded loader, in the sampler's global order.
 class VlmTrainingData : public TrainingData {
  public:
-  VlmTrainingData(const TrainConfig& config, const QwenVLConfig& model_config, const parallel::DeviceMesh& mesh)
-      : config_(config), model_config_(model_config) {
+  // mtp_depths: the multi-token-prediction depths the loss runs (0: none), for the FLOPs.
+  VlmTrainingData(const TrainConfig& config, const QwenVLConfig& model_config, const parallel::DeviceMesh& mesh,
+                  int64_t mtp_depths)
+      : config_(config), model_config_(model_config), mtp_depths_(mtp_depths) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(config.model.path));
     const auto processor = Qwen2VLProcessor::from_pretrained(config.model.path);
     SampleEncoderOptions options;
@@ -128,7 +133,7 @@ class VlmTrainingData : public TrainingData {
     out->loss_units = batch->num_target_tokens;
     out->tokens = batch->num_tokens;
     out->samples = static_cast<int64_t>(batch->sample_indices.size());
-    out->model_flops = vlm_batch_training_flops(model_config_, *batch);
+    out->model_flops = vlm_batch_training_flops(model_config_, *batch, mtp_depths_);
     out->batch = std::move(*batch);
     return out;
   }
@@ -176,6 +181,7 @@ class VlmTrainingData : public TrainingData {
 
   const TrainConfig& config_;
   QwenVLConfig model_config_;  // for the FLOPs of each micro-batch
+  int64_t mtp_depths_ = 0;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<SampleEncoder> encoder_;
   std::unique_ptr<ConversationFile> file_;
@@ -198,11 +204,22 @@ class VlmTrainingTask : public TrainingTask {
       log::info("LoRA: ", n, " adapters of rank ", config.lora.rank);
     }
     model_->train();
-    router_aux_loss_coef_ = vlm_router_aux_loss_coef(model_->config(), config.model.router_aux_loss_coef);
+    loss_weights_.router_aux_loss_coef =
+        vlm_router_aux_loss_coef(model_->config(), config.model.router_aux_loss_coef);
     if (model_->config().text.moe.num_experts > 0)
-      log::info("MoE load-balancing loss weight: ", router_aux_loss_coef_,
+      log::info("MoE load-balancing loss weight: ", loss_weights_.router_aux_loss_coef,
                 config.model.router_aux_loss_coef ? " (model.router_aux_loss_coef)" : " (config.json)");
-    data_ = std::make_unique<VlmTrainingData>(config, model_->config(), mesh);
+    loss_weights_.mtp_loss_weight = vlm_mtp_loss_weight(*model_, config.model.mtp_loss_weight);
+    if (model_->mtp) {
+      log::info("multi-token prediction: ", model_->mtp->depths(), " depth(s), loss weight ",
+                loss_weights_.mtp_loss_weight, config.model.mtp_loss_weight ? " (model.mtp_loss_weight)" : " (default)",
+                loss_weights_.mtp_loss_weight == 0 ? "; the head is frozen and exported as loaded" : "");
+      // Without a loss the head gets no gradient; frozen, no optimizer step (weight decay) moves it.
+      if (loss_weights_.mtp_loss_weight == 0)
+        for (auto& p : model_->mtp->parameters()) p.set_requires_grad(false);
+    }
+    data_ = std::make_unique<VlmTrainingData>(config, model_->config(), mesh,
+                                              loss_weights_.mtp_loss_weight > 0 ? model_->mtp->depths() : 0);
   }
 
   torch::nn::Module& module() override { return *model_; }
@@ -213,10 +230,11 @@ class VlmTrainingTask : public TrainingTask {
   void set_block_runner(const BlockRunner& runner) override {
     model_->model->block_runner = runner;
     model_->visual->block_runner = runner;
+    if (model_->mtp) model_->mtp->block_runner = runner;
   }
   TrainingData& data() override { return *data_; }
   at::Tensor loss_sum(const MicroBatch& batch, const StepTotals& totals) override {
-    return vlm_loss_sum(model_, static_cast<const VlmMicroBatch&>(batch).batch, router_aux_loss_coef_, totals);
+    return vlm_loss_sum(model_, static_cast<const VlmMicroBatch&>(batch).batch, loss_weights_, totals);
   }
   std::string batch_unit() const override { return config_.data.packing ? "packed rows" : "samples"; }
   std::string loss_units_name() const override { return "target_tokens"; }
@@ -259,7 +277,7 @@ class VlmTrainingTask : public TrainingTask {
   QwenVLForConditionalGeneration model_{nullptr};
   NamedTensors unloaded_;
   std::unique_ptr<VlmTrainingData> data_;
-  double router_aux_loss_coef_ = 0;  // 0: a dense model, or the MoE loss turned off
+  VlmLossWeights loss_weights_;  // 0: a dense model / no MTP head, or the term turned off
 };
 
 }  // namespace

@@ -78,6 +78,20 @@ double qwen_decoder_training_flops(const Qwen2TextConfig& t, const std::vector<i
   return kFlopsPerTrainedMac * macs;
 }
 
+double qwen_mtp_training_flops(const Qwen2TextConfig& text, const std::vector<int64_t>& segments,
+                               const std::vector<int64_t>& logit_tokens) {
+  auto depth = text.multi_token_prediction_layers();
+  depth.num_hidden_layers = 1;
+  depth.layer_types.resize(1);
+  double tokens = 0;
+  for (const auto s : segments) tokens += static_cast<double>(s);
+  const double h = static_cast<double>(text.hidden_size);
+  double flops = 0;
+  for (const int64_t rows : logit_tokens)
+    flops += kFlopsPerTrainedMac * tokens * 2 * h * h + qwen_decoder_training_flops(depth, segments, rows);
+  return flops;
+}
+
 namespace {
 
 // Multiply-adds of one pass of the Qwen2.5-VL tower over `layout`'s patches.

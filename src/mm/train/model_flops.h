@@ -33,6 +33,12 @@ double decoder_training_flops(const DecoderShape& shape, const std::vector<int64
 double qwen_decoder_training_flops(const Qwen2TextConfig& text, const std::vector<int64_t>& segments,
                                    int64_t logit_tokens);
 
+// Qwen3.5's multi-token-prediction head over the decoder's `segments`: per depth k its fc
+// (2 * hidden -> hidden), one full-attention layer (sparse when the model has experts) and the LM
+// head over that depth's `logit_tokens[k - 1]` rows.
+double qwen_mtp_training_flops(const Qwen2TextConfig& text, const std::vector<int64_t>& segments,
+                               const std::vector<int64_t>& logit_tokens);
+
 // Qwen-VL: the decoder over `text_segments` plus the vision tower over `images` (t, h, w in
 // patches). Qwen2.5-VL's tower attends within windows in most blocks and within whole frames in
 // the fullatt_block_indexes blocks; Qwen2-VL's and Qwen3-VL's within whole frames in every block

@@ -123,6 +123,8 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   model.read("init_seed", c.model.init_seed);
   model.read("router_aux_loss_coef", c.model.router_aux_loss_coef);
   model.check(c.model.router_aux_loss_coef.value_or(0) >= 0, "router_aux_loss_coef", "must not be negative");
+  model.read("mtp_loss_weight", c.model.mtp_loss_weight);
+  model.check(c.model.mtp_loss_weight.value_or(0) >= 0, "mtp_loss_weight", "must not be negative");
   model.check(!c.model.path.empty(), "path", "required (a Hugging Face Qwen2.5-VL directory)");
   model.finish();
 

@@ -34,6 +34,9 @@ struct TrainConfig {
     // (averaged over the step's micro-batches); unset = config.json's router_aux_loss_coef;
     // 0 = no load-balancing loss.
     std::optional<double> router_aux_loss_coef;
+    // Models whose checkpoint has a multi-token-prediction head (Qwen3.5's mtp.*): the weight of its
+    // loss; unset = 0.1 (Megatron's default); 0 = the head is carried frozen and exported unchanged.
+    std::optional<double> mtp_loss_weight;
   } model;
 
   struct Data {

@@ -166,9 +166,9 @@ torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {
   return embed_tokens(input_ids.to(embed_tokens->weight.device()));
 }
 
-torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
-                                      const torch::Tensor& padding_mask, KVCache* cache,
-                                      const std::vector<int64_t>& cu_seqlens, const DeepstackInputs* deepstack) {
+DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
+                                       const torch::Tensor& padding_mask, KVCache* cache,
+                                       const std::vector<int64_t>& cu_seqlens) const {
   MM_CHECK(inputs_embeds.dim() == 3 && inputs_embeds.size(2) == config_.hidden_size,
            "Qwen2Model: inputs_embeds must be [batch, seq, ", config_.hidden_size, "], got ", inputs_embeds.sizes());
   const int64_t seq = inputs_embeds.size(1);
@@ -183,14 +183,6 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
                             : config_.mrope_interleaved
                                 ? interleaved_mrope_cos_sin(inv_freq, positions, config_.mrope_section, dtype)
                                 : mrope_cos_sin(inv_freq, positions, config_.mrope_section, dtype);
-  torch::Tensor visual_mask;
-  if (deepstack && !deepstack->empty()) {
-    MM_CHECK(deepstack->embeds.size() <= layers->size(), "Qwen2Model: ", deepstack->embeds.size(),
-             " DeepStack features for a decoder of ", layers->size(), " layers");
-    visual_mask = deepstack->visual_mask.to(device).to(torch::kBool);
-    MM_CHECK(visual_mask.sizes() == inputs_embeds.sizes().slice(0, 2), "Qwen2Model: the DeepStack visual mask ",
-             visual_mask.sizes(), " does not match inputs_embeds ", inputs_embeds.sizes());
-  }
   const int64_t past = cache ? cache->length() : 0;
   AttentionMask mask;
   if (cu_seqlens.empty()) {
@@ -207,6 +199,24 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
   if (padding_mask.defined() && seq > 1) {
     auto recent = padding_mask.to(device).narrow(1, padding_mask.size(1) - seq, seq);
     if (!recent.to(torch::kBool).all().item<bool>()) mask.linear_padding = recent;
+  }
+  return {rope, std::move(mask)};
+}
+
+torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
+                                      const torch::Tensor& padding_mask, KVCache* cache,
+                                      const std::vector<int64_t>& cu_seqlens, const DeepstackInputs* deepstack) {
+  const DecoderContext shared = context(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
+  const RotaryCosSin& rope = shared.rope;
+  const AttentionMask& mask = shared.mask;
+  const auto device = inputs_embeds.device();
+  torch::Tensor visual_mask;
+  if (deepstack && !deepstack->empty()) {
+    MM_CHECK(deepstack->embeds.size() <= layers->size(), "Qwen2Model: ", deepstack->embeds.size(),
+             " DeepStack features for a decoder of ", layers->size(), " layers");
+    visual_mask = deepstack->visual_mask.to(device).to(torch::kBool);
+    MM_CHECK(visual_mask.sizes() == inputs_embeds.sizes().slice(0, 2), "Qwen2Model: the DeepStack visual mask ",
+             visual_mask.sizes(), " does not match inputs_embeds ", inputs_embeds.sizes());
   }
   auto h = inputs_embeds;
   for (size_t i = 0; i < layers->size(); ++i) {

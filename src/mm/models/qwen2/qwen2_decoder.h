@@ -111,6 +111,12 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Qwen2DecoderLayer);
 
+// What every layer of one forward shares: the rotary cos/sin of the positions and the mask.
+struct DecoderContext {
+  RotaryCosSin rope;
+  AttentionMask mask;
+};
+
 class Qwen2ModelImpl : public torch::nn::Module {
  public:
   explicit Qwen2ModelImpl(const Qwen2TextConfig& config);
@@ -127,6 +133,12 @@ class Qwen2ModelImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                         const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
                         const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr);
+
+  // The rotary tables and the mask forward builds for these arguments (checked as forward checks
+  // them); a head over the same positions (multi-token prediction) runs its layers with them.
+  DecoderContext context(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
+                         const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
+                         const std::vector<int64_t>& cu_seqlens = {}) const;
 
   // input_ids: [batch, seq] int64 -> [batch, seq, hidden]
   torch::Tensor embed(const torch::Tensor& input_ids);

@@ -87,6 +87,16 @@ bool Qwen2TextConfig::is_linear_attention_layer(int64_t layer) const {
   return !layer_types.empty() && layer_types.at(static_cast<size_t>(layer)) == "linear_attention";
 }
 
+Qwen2TextConfig Qwen2TextConfig::multi_token_prediction_layers() const {
+  Qwen2TextConfig out = *this;
+  out.num_hidden_layers = mtp_num_hidden_layers;
+  out.layer_types.assign(static_cast<size_t>(mtp_num_hidden_layers), "full_attention");
+  out.moe.decoder_sparse_step = 1;
+  out.moe.mlp_only_layers.clear();
+  out.mtp_num_hidden_layers = 0;
+  return out;
+}
+
 void Qwen2TextConfig::read_qwen3_5_fields(const JsonView& t) {
   explicit_head_dim = t.get_or<int64_t>("head_dim", 256);
   qk_norm = true;
@@ -118,6 +128,10 @@ void Qwen2TextConfig::read_qwen3_5_fields(const JsonView& t) {
   const char* rope_key = t.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const double top = t.get_or<double>("partial_rotary_factor", 0.25);
   partial_rotary_factor = t.has(rope_key) ? t.child(rope_key).get_or<double>("partial_rotary_factor", top) : top;
+  mtp_num_hidden_layers = t.get_or<int64_t>("mtp_num_hidden_layers", 0);
+  MM_CHECK(mtp_num_hidden_layers >= 0 && mtp_num_hidden_layers <= 16, t.where("mtp_num_hidden_layers"),
+           ": must be within 0..16, got ", mtp_num_hidden_layers);
+  mtp_use_dedicated_embeddings = t.get_or<bool>("mtp_use_dedicated_embeddings", false);
 }
 
 bool DecoderMoEConfig::is_sparse_layer(int64_t layer) const {
@@ -178,6 +192,8 @@ nlohmann::json Qwen2TextConfig::to_json(const std::string& model_type) const {
     out["linear_key_head_dim"] = linear.key_head_dim;
     out["linear_value_head_dim"] = linear.value_head_dim;
     out["linear_conv_kernel_dim"] = linear.conv_kernel;
+    out["mtp_num_hidden_layers"] = mtp_num_hidden_layers;
+    out["mtp_use_dedicated_embeddings"] = mtp_use_dedicated_embeddings;
     out["rope_parameters"]["partial_rotary_factor"] = partial_rotary_factor;
   }
   if (moe.num_experts > 0) {

@@ -74,8 +74,16 @@ struct Qwen2TextConfig {
   // Every RMSNorm of the decoder (layer norms, q/k norms, final norm) scales by 1 + weight.
   bool zero_centered_norms = false;
   double partial_rotary_factor = 1.0;  // the leading fraction of head_dim that rotary turns
+  // The multi-token-prediction head's depth (mtp_num_hidden_layers): one full-attention layer per
+  // further token predicted; 0: none. Its embeddings are always the model's own (a config with
+  // mtp_use_dedicated_embeddings is refused where the head is built).
+  int64_t mtp_num_hidden_layers = 0;
+  bool mtp_use_dedicated_embeddings = false;
 
   bool is_linear_attention_layer(int64_t layer) const;
+  // The decoder the multi-token-prediction head's layers form: mtp_num_hidden_layers full-attention
+  // layers, each sparse when the model has experts (as vLLM builds them).
+  Qwen2TextConfig multi_token_prediction_layers() const;
   int64_t rotary_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim()) * partial_rotary_factor); }
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
   // Sizes positive and consistent, and the decoder bounded by the machine's memory; errors name

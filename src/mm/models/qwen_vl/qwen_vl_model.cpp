@@ -9,6 +9,7 @@
 
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
+#include "mm/core/log.h"
 #include "mm/core/safetensors.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision.h"
 #include "mm/models/qwen2_vl/qwen2_vl_vision.h"
@@ -37,9 +38,11 @@ void check_grid(const torch::Tensor& grid, const char* name) {
 
 // The config's decoder layer and ViT block counts against the checkpoint's, before the model is
 // built: a count in config.json beyond what the checkpoint holds fails here naming its key, not
-// after allocating the layers (fewer: load_weights names the unexpected tensors).
-void check_block_counts(const QwenVLConfig& config, const Checkpoint& checkpoint, const std::filesystem::path& dir) {
-  int64_t layers = 0, blocks = 0;
+// after allocating the layers (fewer: load_weights names the unexpected tensors). with_mtp: the
+// multi-token-prediction head's layers too, when the checkpoint has the head.
+void check_block_counts(const QwenVLConfig& config, const Checkpoint& checkpoint, const std::filesystem::path& dir,
+                        bool with_mtp) {
+  int64_t layers = 0, blocks = 0, mtp_layers = 0;
   const auto index_after = [](const std::string& name, const std::string& prefix) -> int64_t {
     if (name.rfind(prefix, 0) != 0) return -1;
     try {
@@ -52,12 +55,30 @@ void check_block_counts(const QwenVLConfig& config, const Checkpoint& checkpoint
     const auto module_name = qwen_vl_module_name(name, false);
     layers = std::max(layers, index_after(module_name, "model.layers.") + 1);
     blocks = std::max(blocks, index_after(module_name, "visual.blocks.") + 1);
+    mtp_layers = std::max(mtp_layers, index_after(name, "mtp.layers.") + 1);
   }
   const auto file = (dir / "config.json").string();
   MM_CHECK(layers == 0 || config.text.num_hidden_layers <= layers, file, ": text_config.num_hidden_layers is ",
            config.text.num_hidden_layers, ", but the checkpoint in ", dir.string(), " holds ", layers, " decoder layers");
   MM_CHECK(blocks == 0 || config.vision_depth() <= blocks, file, ": vision_config.depth is ", config.vision_depth(),
            ", but the checkpoint in ", dir.string(), " holds ", blocks, " ViT blocks");
+  MM_CHECK(!with_mtp || config.text.mtp_num_hidden_layers <= mtp_layers, file,
+           ": text_config.mtp_num_hidden_layers is ", config.text.mtp_num_hidden_layers, ", but the checkpoint in ",
+           dir.string(), " holds ", mtp_layers, " multi-token-prediction layers (mtp.layers.*)");
+}
+
+// Whether a model loaded from `checkpoint` gets its multi-token-prediction head: asked for, and
+// both config.json and the checkpoint have one. A config that names a head the checkpoint lacks
+// (what transformers' save_pretrained writes: it drops mtp.* but keeps the config key) loads
+// without it, said once.
+bool loads_mtp(const QwenVLConfig& config, const Checkpoint& checkpoint, const std::filesystem::path& dir,
+               bool with_mtp) {
+  if (!with_mtp || config.text.mtp_num_hidden_layers == 0) return false;
+  for (const auto& name : checkpoint.names())
+    if (name.rfind("mtp.", 0) == 0) return true;
+  log::info(dir.string(), ": config.json has a multi-token-prediction head (mtp_num_hidden_layers ",
+            config.text.mtp_num_hidden_layers, ") but the checkpoint has no mtp.* tensors; loading without it");
+  return false;
 }
 
 // The vision tower of the config's family.
@@ -95,13 +116,18 @@ DeepstackInputs joined_deepstack(const std::vector<ModalityDeepstack>& parts) {
 
 }  // namespace
 
-QwenVLForConditionalGenerationImpl::QwenVLForConditionalGenerationImpl(const QwenVLConfig& config)
+QwenVLForConditionalGenerationImpl::QwenVLForConditionalGenerationImpl(const QwenVLConfig& config, bool with_mtp)
     : config_(config) {
   config_.validate();
   visual = register_module("visual", make_vision_tower(config.vision));
   model = register_module("model", Qwen2Model(config.text));
   if (!config.text.tie_word_embeddings)
     lm_head = register_module("lm_head", Linear(config.text.hidden_size, config.text.vocab_size, /*bias=*/false));
+  if (with_mtp) {
+    MM_CHECK(config.text.mtp_num_hidden_layers > 0, "a ", config.model_type(),
+             " model without text_config.mtp_num_hidden_layers has no multi-token-prediction head to build");
+    mtp = register_module("mtp", MultiTokenPrediction(config.text));
+  }
 }
 
 namespace {
@@ -134,10 +160,10 @@ NamedTensors checkpoint_tensors(const Checkpoint& checkpoint, const QwenVLConfig
   return split_fused_experts(std::move(tensors), config.text.hidden_size, config.text.moe.moe_intermediate_size);
 }
 
-WeightLoadOptions pretrained_load_options(const QwenVLConfig& config) {
+WeightLoadOptions pretrained_load_options(const QwenVLConfig& config, bool with_mtp) {
   WeightLoadOptions options;
-  options.checkpoint_to_module = [tied = config.text.tie_word_embeddings](const std::string& name) {
-    return qwen_vl_module_name(name, tied);
+  options.checkpoint_to_module = [tied = config.text.tie_word_embeddings, with_mtp](const std::string& name) {
+    return qwen_vl_module_name(name, tied, with_mtp);
   };
   return options;
 }
@@ -145,23 +171,26 @@ WeightLoadOptions pretrained_load_options(const QwenVLConfig& config) {
 }  // namespace
 
 QwenVLForConditionalGeneration QwenVLForConditionalGenerationImpl::from_pretrained(
-    const std::filesystem::path& dir, torch::Dtype dtype, const c10::Device& device) {
+    const std::filesystem::path& dir, torch::Dtype dtype, const c10::Device& device, bool with_mtp) {
   const auto config = pretrained_config(dir);
   const auto checkpoint = Checkpoint::open(dir);
-  check_block_counts(config, checkpoint, dir);
-  auto result = build_for_loading(dtype, device, [&] { return QwenVLForConditionalGeneration(config); });
-  load_weights(*result, checkpoint_tensors(checkpoint, config), dir.string(), pretrained_load_options(config));
+  const bool mtp = loads_mtp(config, checkpoint, dir, with_mtp);
+  check_block_counts(config, checkpoint, dir, mtp);
+  auto result = build_for_loading(dtype, device, [&] { return QwenVLForConditionalGeneration(config, mtp); });
+  load_weights(*result, checkpoint_tensors(checkpoint, config), dir.string(), pretrained_load_options(config, mtp));
   result->eval();
   return result;
 }
 
 QwenVLForConditionalGenerationImpl::Unloaded QwenVLForConditionalGenerationImpl::from_pretrained_unloaded(
-    const std::filesystem::path& dir, torch::Dtype dtype) {
+    const std::filesystem::path& dir, torch::Dtype dtype, bool with_mtp) {
   const auto config = pretrained_config(dir);
   const auto checkpoint = Checkpoint::open(dir);
-  check_block_counts(config, checkpoint, dir);
-  auto model = build_for_loading(dtype, c10::kCPU, [&] { return QwenVLForConditionalGeneration(config); });
-  auto weights = match_weights(*model, checkpoint_tensors(checkpoint, config), dir.string(), pretrained_load_options(config));
+  const bool mtp = loads_mtp(config, checkpoint, dir, with_mtp);
+  check_block_counts(config, checkpoint, dir, mtp);
+  auto model = build_for_loading(dtype, c10::kCPU, [&] { return QwenVLForConditionalGeneration(config, mtp); });
+  auto weights =
+      match_weights(*model, checkpoint_tensors(checkpoint, config), dir.string(), pretrained_load_options(config, mtp));
   model->eval();
   return {model, std::move(weights)};
 }

@@ -14,6 +14,7 @@
 
 #include "mm/nn/linear.h"
 #include "mm/models/qwen_vl/qwen_vl_config.h"
+#include "mm/models/qwen2/multi_token_prediction.h"
 #include "mm/models/qwen2/qwen2_decoder.h"
 #include "mm/nn/vision_tower.h"
 
@@ -50,7 +51,8 @@ class QwenVLForConditionalGeneration;
 
 class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
  public:
-  explicit QwenVLForConditionalGenerationImpl(const QwenVLConfig& config);
+  // with_mtp: also build the multi-token-prediction head (config.text.mtp_num_hidden_layers > 0).
+  explicit QwenVLForConditionalGenerationImpl(const QwenVLConfig& config, bool with_mtp = false);
 
   // Reads dir/config.json (and eos ids from dir/generation_config.json) and the weights from
   // model.safetensors or a sharded index, by HF name, converted to `dtype`, each tensor written
@@ -58,16 +60,20 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   // layouts load: the published one (visual.*, model.layers.*, model.embed_tokens.*, model.norm.*,
   // lm_head.*; also what transformers 5 save_pretrained writes) and the module-tree one
   // (model.visual.*, model.language_model.*). With tied embeddings lm_head.weight may be absent.
+  // A Qwen3.5 checkpoint's multi-token-prediction head (mtp.*) is skipped, as inference does not
+  // use it, unless `with_mtp` (training) asks for it: then the model has the head when config.json
+  // and the checkpoint both do.
   static QwenVLForConditionalGeneration from_pretrained(const std::filesystem::path& dir,
                                                         torch::Dtype dtype = torch::kFloat32,
-                                                        const c10::Device& device = c10::kCPU);
+                                                        const c10::Device& device = c10::kCPU, bool with_mtp = false);
   // The same model built on the CPU in `dtype` without its weights, and the checkpoint's tensors
   // by module parameter name, checked like from_pretrained's and still views of the mapped files:
   // for sharded training (parallel/fully_shard.h `weights`), where each rank copies only the
   // rows it keeps. The parameters' storage is allocated and never written, so until something
   // writes it, it costs address space, not memory.
   struct Unloaded;
-  static Unloaded from_pretrained_unloaded(const std::filesystem::path& dir, torch::Dtype dtype = torch::kFloat32);
+  static Unloaded from_pretrained_unloaded(const std::filesystem::path& dir, torch::Dtype dtype = torch::kFloat32,
+                                           bool with_mtp = false);
 
   // Full forward: logits [batch, seq, vocab].
   torch::Tensor forward(const QwenVLInputs& inputs);
@@ -105,6 +111,7 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   std::shared_ptr<VisionTowerImpl> visual;  // of the config's family
   Qwen2Model model{nullptr};           // HF "model." prefix (the language model)
   Linear lm_head{nullptr};              // null when tie_word_embeddings
+  MultiTokenPrediction mtp{nullptr};   // Qwen3.5's mtp.* head, when built with it
 
  private:
   QwenVLConfig config_;

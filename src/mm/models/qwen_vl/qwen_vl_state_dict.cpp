@@ -23,13 +23,13 @@ std::string replaced(std::string_view name, std::string_view prefix, std::string
 
 }  // namespace
 
-std::string qwen_vl_module_name(const std::string& name, bool tied_embeddings) {
+std::string qwen_vl_module_name(const std::string& name, bool tied_embeddings, bool keep_mtp) {
   if (starts(name, kHfLanguage)) return replaced(name, kHfLanguage, kLanguage);
   if (starts(name, kHfVision)) return replaced(name, kHfVision, kVision);
   if (tied_embeddings && name == "lm_head.weight") return "";
-  // Qwen3.5's multi-token-prediction head (mtp.*): inference does not use it and this model has
-  // no MTP module yet, so it is skipped as transformers' Qwen3_5ForConditionalGeneration skips it.
-  if (starts(name, "mtp.")) return "";
+  // Qwen3.5's multi-token-prediction head (mtp.*): inference does not use it, so a model built
+  // without it skips it as transformers' Qwen3_5ForConditionalGeneration does.
+  if (starts(name, "mtp.") && !keep_mtp) return "";
   return name;
 }
 

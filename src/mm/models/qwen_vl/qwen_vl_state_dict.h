@@ -12,8 +12,9 @@
 namespace mm {
 
 // The module parameter a checkpoint tensor loads into; "" skips it (the stored lm_head of a model
-// with tied embeddings, which computes logits with the embedding matrix; Qwen3.5's mtp.* head).
-std::string qwen_vl_module_name(const std::string& checkpoint_name, bool tied_embeddings);
+// with tied embeddings, which computes logits with the embedding matrix; Qwen3.5's mtp.* head
+// unless the model was built with it, `keep_mtp`: it keeps the checkpoint's names).
+std::string qwen_vl_module_name(const std::string& checkpoint_name, bool tied_embeddings, bool keep_mtp = false);
 
 // The name transformers' save_pretrained gives the module parameter `module_name`.
 std::string qwen_vl_hf_name(const std::string& module_name);
