@@ -1,6 +1,8 @@
 # Distributed runtime: multi-process Gloo tests on CPU (each test spawns its own ranks).
 mm_test(test_process_group)
 mm_test(test_autograd_collectives)
+# Ring and Ulysses attention on 2-4 Gloo ranks against SDPA over the whole sequence (fp64).
+mm_test(test_context_parallel_attention)
 mm_test(test_expert_parallel)
 mm_test(test_launcher)
 mm_test(test_data_parallel)
