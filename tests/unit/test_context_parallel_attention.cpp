@@ -1,7 +1,8 @@
 // Context-parallel attention in fp64 against scaled_dot_product_attention over the whole sequence:
 // the blockwise pieces on one process (blocks merged by their log-sum-exp, each block's backward),
 // then ring and Ulysses attention on 2, 3 and 4 real Gloo processes (this binary re-executed as
-// each rank): outputs and dq/dk/dv within 1e-10, causal (zig-zag split) and non-causal (contiguous
+// each rank), and USP on 4 (2 x 2, also with heads that 4 does not divide, which Ulysses alone
+// refuses): outputs and dq/dk/dv within 1e-10, causal (zig-zag split) and non-causal (contiguous
 // split), packed documents, grouped-query attention, sequence lengths that 2 x ranks does not
 // divide. Every rank builds the whole inputs (a function of the position), runs the operator on
 // its tokens and compares its rows of the reference's output and gradients.
@@ -14,6 +15,7 @@
 #include "mm/nn/blockwise_attention.h"
 #include "mm/parallel/ring_attention.h"
 #include "mm/parallel/ulysses_attention.h"
+#include "mm/parallel/usp_attention.h"
 #include "rank_processes.h"
 #include "testing.h"
 
@@ -91,22 +93,50 @@ std::vector<Case> cases(int64_t world) {
 
 int failures = 0;
 
+void report(double err, int64_t rank, const std::string& what) {
+  if (!(err < 1e-10)) {
+    std::cerr << "rank " << rank << ": " << what << ": off by " << err << "\n";
+    ++failures;
+  }
+}
+
+// USP over 4 ranks as 2 (Ulysses, inner) x 2 (ring): rank i * 2 + j is in Ulysses group i and ring
+// group j. Heads 6: the 4 ranks cannot split them by Ulysses alone.
+void check_usp(const dist::Rendezvous& job, int64_t rank) {
+  const int64_t ring_index = rank / 2, ulysses_index = rank % 2;
+  const auto ulysses = dist::new_gloo_group(job, {2 * ring_index, 2 * ring_index + 1}, "usp_u" + std::to_string(ring_index));
+  const auto ring = dist::new_gloo_group(job, {ulysses_index, ulysses_index + 2}, "usp_r" + std::to_string(ulysses_index));
+  for (const auto& c : {Case{"USP causal, packed documents", {0, 7, 19}, true, 6, 2},
+                        Case{"USP non-causal", {0, 15}, false, 6, 6}}) {
+    const auto shards = c.causal ? parallel::zigzag_shards(c.cu_seqlens, 4) : parallel::contiguous_shards(c.cu_seqlens, 4);
+    const auto r = reference(c);
+    const auto& mine = shards[static_cast<size_t>(rank)];
+    auto q = rows_of(r.q, mine).requires_grad_(true), k = rows_of(r.k, mine).requires_grad_(true),
+         v = rows_of(r.v, mine).requires_grad_(true);
+    auto out = parallel::usp_attention(q, k, v, shards, c.causal, 0.5, ulysses, ring);
+    (out * rows_of(r.weight, mine)).sum().backward();
+    report(std::max({worst(out.detach(), rows_of(r.out, mine)), worst(q.grad(), rows_of(r.dq, mine)),
+                     worst(k.grad(), rows_of(r.dk, mine)), worst(v.grad(), rows_of(r.dv, mine))}),
+           rank, c.name);
+  }
+}
+
 int run_worker() {
   const auto env = dist::DistEnv::from_env();
   dist::RendezvousOptions options;
   options.timeout = 60s;
-  auto group = dist::init_gloo_group(env, options);
+  const auto job = dist::rendezvous(env, options);
+  std::vector<int64_t> everyone;
+  for (int64_t i = 0; i < env.world_size; ++i) everyone.push_back(i);
+  auto group = dist::new_gloo_group(job, everyone, "world");
   const int64_t world = env.world_size, rank = env.rank;
+  if (world == 4) check_usp(job, rank);
   for (const auto& c : cases(world)) {
     const auto shards = c.causal ? parallel::zigzag_shards(c.cu_seqlens, world)
                                  : parallel::contiguous_shards(c.cu_seqlens, world);
     for (const auto& [name, op] : {std::pair<const char*, Operator>{"ring", parallel::ring_attention},
                                    std::pair<const char*, Operator>{"ulysses", parallel::ulysses_attention}}) {
-      const double err = run_case(c, op, shards, group, rank);
-      if (!(err < 1e-10)) {
-        std::cerr << "rank " << rank << ": " << name << " attention, " << c.name << ": off by " << err << "\n";
-        ++failures;
-      }
+      report(run_case(c, op, shards, group, rank), rank, std::string(name) + " attention, " + c.name);
     }
   }
   // A degree that does not divide the heads is refused, naming both.
@@ -198,6 +228,11 @@ TEST(ContextParallelAttention, OneProcessIsPlainAttention) {
   const auto shards = parallel::zigzag_shards(c.cu_seqlens, 1);
   EXPECT_LT(run_case(c, parallel::ring_attention, shards, Group(), 0), 1e-12);
   EXPECT_LT(run_case(c, parallel::ulysses_attention, shards, Group(), 0), 1e-12);
+  const auto usp = [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                      const std::vector<SequenceShard>& s, bool causal, double scale, const Group&) {
+    return parallel::usp_attention(q, k, v, s, causal, scale, Group(), Group());
+  };
+  EXPECT_LT(run_case(c, usp, shards, Group(), 0), 1e-12);
 }
 
 }  // namespace

@@ -5,11 +5,9 @@
 #include "mm/core/error.h"
 
 namespace mm::parallel {
-namespace {
 
-// [b, heads, local, d] (this rank's tokens, all heads) -> [b, heads / P, total, d] (every rank's
-// tokens in rank order, this rank's share of the heads).
-at::Tensor heads_to_sequence(const at::Tensor& x, const std::vector<int64_t>& lengths, const Group& group) {
+at::Tensor ulysses_scatter_heads(const at::Tensor& x, const std::vector<int64_t>& lengths, const Group& group) {
+  if (!group) return x;
   const int64_t world = group->getSize(), rank = group->getRank();
   const int64_t b = x.size(0), share = x.size(1) / world, d = x.size(3);
   std::vector<at::Tensor> chunks;
@@ -29,8 +27,8 @@ at::Tensor heads_to_sequence(const at::Tensor& x, const std::vector<int64_t>& le
   return torch::cat(parts, 2);
 }
 
-// The inverse: [b, heads / P, total, d] -> [b, heads, local, d].
-at::Tensor sequence_to_heads(const at::Tensor& x, const std::vector<int64_t>& lengths, const Group& group) {
+at::Tensor ulysses_gather_heads(const at::Tensor& x, const std::vector<int64_t>& lengths, const Group& group) {
+  if (!group) return x;
   const int64_t world = group->getSize(), rank = group->getRank();
   const int64_t b = x.size(0), share = x.size(1), d = x.size(3), local = lengths[static_cast<size_t>(rank)];
   std::vector<at::Tensor> chunks;
@@ -47,7 +45,9 @@ at::Tensor sequence_to_heads(const at::Tensor& x, const std::vector<int64_t>& le
   return received.view({world, b, share, local, d}).permute({1, 0, 2, 3, 4}).reshape({b, world * share, local, d});
 }
 
-}  // namespace
+at::Tensor ulysses_kv_heads(const at::Tensor& kv, int64_t degree) {
+  return kv.size(1) % degree == 0 ? kv : kv.repeat_interleave(degree / kv.size(1), 1);
+}
 
 void check_ulysses_heads(int64_t heads, int64_t kv_heads, int64_t degree) {
   MM_CHECK(heads % degree == 0, "Ulysses attention: the degree ", degree, " does not divide the ", heads,
@@ -66,10 +66,6 @@ at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at:
   check_ulysses_heads(q.size(1), k.size(1), world);
   const auto all = concatenated(shards);
   const auto mask = sees_everything(all, all, causal) ? at::Tensor() : attention_allowed(all, all, causal);
-  // Replicated to the degree when fewer (key/value head e then serves query heads e * heads / degree ...).
-  auto widen = [&](const at::Tensor& t) {
-    return t.size(1) % world == 0 ? t : t.repeat_interleave(world / t.size(1), 1);
-  };
   auto attend = [&](const at::Tensor& qs, const at::Tensor& ks, const at::Tensor& vs) {
     const int64_t group_size = qs.size(1) / ks.size(1);
     const auto kq = group_size == 1 ? ks : ks.repeat_interleave(group_size, 1);
@@ -84,9 +80,10 @@ at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at:
            local, " tokens but q, k, v have ", q.size(2), ", ", k.size(2), ", ", v.size(2));
   std::vector<int64_t> lengths;
   for (const auto& s : shards) lengths.push_back(s.size());
-  const auto out = attend(heads_to_sequence(q, lengths, group), heads_to_sequence(widen(k), lengths, group),
-                          heads_to_sequence(widen(v), lengths, group));
-  return sequence_to_heads(out, lengths, group);
+  const auto out = attend(ulysses_scatter_heads(q, lengths, group),
+                          ulysses_scatter_heads(ulysses_kv_heads(k, world), lengths, group),
+                          ulysses_scatter_heads(ulysses_kv_heads(v, world), lengths, group));
+  return ulysses_gather_heads(out, lengths, group);
 }
 
 }  // namespace mm::parallel

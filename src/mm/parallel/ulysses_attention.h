@@ -16,6 +16,16 @@
 
 namespace mm::parallel {
 
+// The two exchanges, for USP too: [batch, heads, local, dim] (this rank's tokens, all heads) ->
+// [batch, heads / P, sum(lengths), dim] (every rank's tokens in rank order, this rank's share of
+// the heads), and back. lengths: every rank's token count. A null group: the identity.
+at::Tensor ulysses_scatter_heads(const at::Tensor& x, const std::vector<int64_t>& lengths, const Group& group);
+at::Tensor ulysses_gather_heads(const at::Tensor& x, const std::vector<int64_t>& lengths, const Group& group);
+
+// Key/value heads replicated up to `degree` when there are fewer (each rank then holds the one its
+// query heads read), else as they are.
+at::Tensor ulysses_kv_heads(const at::Tensor& kv, int64_t degree);
+
 // The refusal, as an error naming both numbers, when `degree` ranks cannot split these heads.
 void check_ulysses_heads(int64_t heads, int64_t kv_heads, int64_t degree);
 
