@@ -3,6 +3,8 @@ mm_test(test_process_group)
 mm_test(test_autograd_collectives)
 # Ring and Ulysses attention on 2-4 Gloo ranks against SDPA over the whole sequence (fp64).
 mm_test(test_context_parallel_attention)
+# The Wan DiT split over 2-4 Gloo ranks (Ulysses, ring, USP) against one process (fp64).
+mm_test(test_wan_context_parallel)
 mm_test(test_expert_parallel)
 mm_test(test_launcher)
 mm_test(test_data_parallel)

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "mm/nn/linear.h"
+#include "mm/nn/sequence_split.h"
 #include "mm/models/wan/wan_layers.h"
 
 namespace mm {
@@ -27,9 +28,10 @@ class WanAttentionImpl : public torch::nn::Module {
   // first (undefined: self-attention over x); image_tokens > 0 needs added_kv_dim; rotary: tables
   // for the tokens of x, or null -> [batch, tokens, dim]. The image and text parts are slices of
   // one tensor, as in diffusers, so that the projections see the same (strided) inputs and round
-  // alike in reduced precision.
+  // alike in reduced precision. split (self-attention under context parallelism): x holds this
+  // rank's tokens, and attention reaches the whole sequence through it.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& context, int64_t image_tokens,
-                        const WanRotaryTables* rotary);
+                        const WanRotaryTables* rotary, const SequenceSplit* split = nullptr);
 
   Linear to_q{nullptr}, to_k{nullptr}, to_v{nullptr};
   torch::nn::ModuleList to_out{nullptr};  // [Linear] (diffusers' to_out.1 is a parameterless dropout)

@@ -1,3 +1,4 @@
+#include "mm/nn/compute_dtype.h"
 #include "mm/models/wan/wan_block.h"
 
 #include <torch/torch.h>
@@ -21,21 +22,22 @@ WanTransformerBlockImpl::WanTransformerBlockImpl(const WanTransformerConfig& con
 
 torch::Tensor WanTransformerBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& context,
                                                int64_t image_tokens, const torch::Tensor& timestep_proj,
-                                               const WanRotaryTables& rotary) {
+                                               const WanRotaryTables& rotary, const SequenceSplit* split) {
   const auto dtype = x.scalar_type();
+  const auto fp32 = at_least_fp32(dtype);  // diffusers' fp32 residual stream; fp64 stays fp64
   // [batch, 1 or tokens, 6, dim] in fp32: shift, scale, gate (attention), then (feed-forward).
-  const auto modulation = scale_shift_table.unsqueeze(0) + timestep_proj.to(torch::kFloat32);
+  const auto modulation = scale_shift_table.unsqueeze(0) + timestep_proj.to(fp32);
   auto part = [&](int64_t i) { return modulation.select(2, i); };
 
   auto h = x;
-  auto normed = (norm1(h.to(torch::kFloat32)) * (1 + part(1)) + part(0)).to(dtype);
-  h = (h.to(torch::kFloat32) + attn1->forward(normed, torch::Tensor(), 0, &rotary) * part(2)).to(dtype);
+  auto normed = (norm1(h.to(fp32)) * (1 + part(1)) + part(0)).to(dtype);
+  h = (h.to(fp32) + attn1->forward(normed, torch::Tensor(), 0, &rotary, split) * part(2)).to(dtype);
 
-  normed = norm2 ? norm2(h.to(torch::kFloat32)).to(dtype) : h;
+  normed = norm2 ? norm2(h.to(fp32)).to(dtype) : h;
   h = h + attn2->forward(normed, context, image_tokens, nullptr);
 
-  normed = (norm3(h.to(torch::kFloat32)) * (1 + part(4)) + part(3)).to(dtype);
-  h = (h.to(torch::kFloat32) + ffn(normed).to(torch::kFloat32) * part(5)).to(dtype);
+  normed = (norm3(h.to(fp32)) * (1 + part(4)) + part(3)).to(dtype);
+  h = (h.to(fp32) + ffn(normed).to(fp32) * part(5)).to(dtype);
   return h;
 }
 

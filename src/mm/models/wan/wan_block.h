@@ -21,9 +21,11 @@ class WanTransformerBlockImpl : public torch::nn::Module {
 
   // x: [batch, tokens, dim]; context: [batch, image_tokens + text_len, dim] (embedded image tokens,
   // if any, then text); timestep_proj: [batch, 1 or tokens, 6, dim]; rotary: tables for the tokens
-  // -> [batch, tokens, dim].
+  // -> [batch, tokens, dim]. split: context parallelism (x, timestep_proj and rotary hold this
+  // rank's tokens; the self-attention reaches the rest through it).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& context, int64_t image_tokens,
-                        const torch::Tensor& timestep_proj, const WanRotaryTables& rotary);
+                        const torch::Tensor& timestep_proj, const WanRotaryTables& rotary,
+                        const SequenceSplit* split = nullptr);
 
   WanFP32LayerNorm norm1{nullptr};  // no affine
   WanAttention attn1{nullptr};

@@ -1,3 +1,4 @@
+#include "mm/nn/compute_dtype.h"
 #include "mm/models/wan/wan_layers.h"
 
 #include <torch/torch.h>
@@ -12,9 +13,10 @@ WanFP32LayerNormImpl::WanFP32LayerNormImpl(int64_t dim, double eps, bool affine)
 }
 
 torch::Tensor WanFP32LayerNormImpl::forward(const torch::Tensor& x) {
-  const auto w = weight.defined() ? weight.to(torch::kFloat32) : torch::Tensor();
-  const auto b = bias.defined() ? bias.to(torch::kFloat32) : torch::Tensor();
-  return torch::layer_norm(x.to(torch::kFloat32), {dim_}, w, b, eps_).to(x.scalar_type());
+  const auto fp32 = at_least_fp32(x.scalar_type());  // fp64 stays fp64
+  const auto w = weight.defined() ? weight.to(fp32) : torch::Tensor();
+  const auto b = bias.defined() ? bias.to(fp32) : torch::Tensor();
+  return torch::layer_norm(x.to(fp32), {dim_}, w, b, eps_).to(x.scalar_type());
 }
 
 WanRMSNormImpl::WanRMSNormImpl(int64_t dim, double eps) : dim_(dim), eps_(eps) {

@@ -1,3 +1,4 @@
+#include "mm/nn/compute_dtype.h"
 #include "mm/models/wan/wan_transformer.h"
 
 #include <torch/torch.h>
@@ -106,17 +107,26 @@ torch::Tensor WanTransformer3DModelImpl::forward(const torch::Tensor& latents, c
   const auto device = patch_embedding->weight.device();
   const auto dtype = patch_embedding->weight.scalar_type();
   auto to_model = [&](const torch::Tensor& t) { return t.defined() ? t.to(device, dtype) : t; };
-  const auto rotary = wan_rotary_tables(c.attention_head_dim, frames, height, width, c.rope_max_seq_len, device);
+  auto rotary = wan_rotary_tables(c.attention_head_dim, frames, height, width, c.rope_max_seq_len, device);
 
   auto h = patch_embedding(to_model(latents)).flatten(2).transpose(1, 2).contiguous();  // [batch, tokens, dim]
-  const auto cond = condition_embedder(timestep.to(device), to_model(text), to_model(image_embeds));
+  auto cond = condition_embedder(timestep.to(device), to_model(text), to_model(image_embeds));
+  // Context parallelism: from here on this rank's tokens only (per-token conditioning too).
+  const auto split = context_parallel ? context_parallel({0, tokens}, /*causal=*/false) : nullptr;
+  if (split) {
+    h = split->take(h, 1);
+    rotary = {split->take(rotary.cos, 1), split->take(rotary.sin, 1)};
+    if (cond.timestep_proj.size(1) == tokens) cond.timestep_proj = split->take(cond.timestep_proj, 1);
+    if (cond.temb.dim() == 3) cond.temb = split->take(cond.temb, 1);
+  }
+  const SequenceSplit* self_split = split.get();
 
   // diffusers concatenates image and text tokens; the cross-attention splits them again.
   const int64_t image_tokens = cond.image.defined() ? cond.image.size(1) : 0;
   const auto context = image_tokens > 0 ? torch::cat({cond.image, cond.text}, 1) : cond.text;
   if (!block_runner) {
     for (const auto& item : *blocks)
-      h = item->as<WanTransformerBlock>()->forward(h, context, image_tokens, cond.timestep_proj, rotary);
+      h = item->as<WanTransformerBlock>()->forward(h, context, image_tokens, cond.timestep_proj, rotary, self_split);
   } else {
     const auto bridge = wan_condition_bridge(h, {context, cond.timestep_proj});
     const auto& block_context = bridge.leaves[0];
@@ -127,8 +137,8 @@ torch::Tensor WanTransformer3DModelImpl::forward(const torch::Tensor& latents, c
       // The runner may call `run` again in backward, after this frame is gone: capture by value.
       h = block_runner(
           *block,
-          [block, block_context, image_tokens, timestep_proj, rotary](const torch::Tensor& x) {
-            return block->forward(x, block_context, image_tokens, timestep_proj, rotary);
+          [block, block_context, image_tokens, timestep_proj, rotary, split](const torch::Tensor& x) {
+            return block->forward(x, block_context, image_tokens, timestep_proj, rotary, split.get());
           },
           h);
     }
@@ -137,8 +147,9 @@ torch::Tensor WanTransformer3DModelImpl::forward(const torch::Tensor& latents, c
   // Output modulation: scale_shift_table (fp32) + temb, [batch, 1 or tokens, 2, dim].
   const auto temb = cond.temb.dim() == 2 ? cond.temb.unsqueeze(1) : cond.temb;
   const auto modulation = scale_shift_table.unsqueeze(0) + temb.unsqueeze(2);
-  h = (norm_out(h.to(torch::kFloat32)) * (1 + modulation.select(2, 1)) + modulation.select(2, 0)).to(h.scalar_type());
+  h = (norm_out(h.to(at_least_fp32(h.scalar_type()))) * (1 + modulation.select(2, 1)) + modulation.select(2, 0)).to(h.scalar_type());
   h = proj_out(h);
+  if (split) h = split->gather(h, 1);
   // [batch, tokens, pt * ph * pw * out] -> [batch, out, frames * pt, height * ph, width * pw].
   h = h.reshape({batch, frames, height, width, p[0], p[1], p[2], -1}).permute({0, 7, 1, 4, 2, 5, 3, 6});
   return h.flatten(6, 7).flatten(4, 5).flatten(2, 3);

@@ -20,6 +20,7 @@
 #include <filesystem>
 
 #include "mm/nn/block_runner.h"
+#include "mm/nn/sequence_split.h"
 #include "mm/nn/linear.h"
 #include "mm/models/wan/wan_condition_embedder.h"
 #include "mm/models/wan/wan_layers.h"
@@ -57,6 +58,12 @@ class WanTransformer3DModelImpl : public torch::nn::Module {
   // Called once per block instead of the block itself when set (recompute, FSDP). Conditioning
   // tensors that need gradients still get them (wan_condition_bridge.h).
   BlockRunner block_runner;
+  // Context parallelism, when set: each rank runs the blocks on its part of the video tokens (a
+  // contiguous split; the self-attention over all of them through the split; the cross-attention
+  // to the text, the modulation and the feed-forward need nothing of the others) with the rotary
+  // tables computed for the whole grid and sliced with the tokens; the output is gathered whole,
+  // so every rank returns the same. The batch must be the same on every rank of the split.
+  SequenceSplitter context_parallel;
   const WanTransformerConfig& config() const { return config_; }
 
   torch::nn::Conv3d patch_embedding{nullptr};  // weight [dim, in_channels, pt, ph, pw], bias [dim]

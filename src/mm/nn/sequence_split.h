@@ -1,0 +1,35 @@
+// Context parallelism as a model sees it: this rank holds some of a sequence's tokens, and
+// self-attention reaches the others through the split's attention. The training task builds the
+// split from the mesh (parallel/context_parallel.h); a model only slices its per-token inputs with
+// `take`, runs its layers on its tokens, attends through `attention`, and `gather`s what it needs
+// whole. Hooks, like BlockRunner, so that models do not depend on the collectives.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace mm {
+
+struct SequenceSplit {
+  std::vector<int64_t> positions;  // this rank's tokens: indices into the whole sequence, in the order held
+  int64_t total = 0;               // tokens in the whole sequence
+
+  // q [batch, heads, local, dim], k and v [batch, kv_heads, local, dim] (this rank's tokens) ->
+  // [batch, heads, local, dim]: attention over the whole sequence (causal or not as the split was made).
+  std::function<at::Tensor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale)> attention;
+  // x with this rank's tokens along `dim` -> every rank's, in sequence order (differentiable).
+  std::function<at::Tensor(const at::Tensor& x, int64_t dim)> gather;
+
+  // x's rows at this rank's positions along `dim` (x holds the whole sequence there).
+  at::Tensor take(const at::Tensor& x, int64_t dim) const;
+};
+
+// The split of a sequence of documents (cu_seqlens: [0, end of document 0, ..., length]) for
+// attention that is causal or not.
+using SequenceSplitter =
+    std::function<std::shared_ptr<const SequenceSplit>(const std::vector<int64_t>& cu_seqlens, bool causal)>;
+
+}  // namespace mm
