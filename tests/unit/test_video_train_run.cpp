@@ -5,6 +5,7 @@
 // clips, a resumed run continues the uninterrupted one's losses, two FSDP processes equal one,
 // and broken clips are skipped and counted.
 #include <fstream>
+#include <tuple>
 
 #include "mm/core/safetensors.h"
 #include "mm/data/synth_video.h"
@@ -231,29 +232,18 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
   return ((x - y).norm() / x.norm().clamp_min(1e-12)).item<double>();
 }
 
-// FSDP over two processes (micro-batch 4, no accumulation) against one process accumulating two
-// micro-batches of 4: the same 8 clips per step, the same per-clip noise, so the same losses and
-// weights up to summation order. Returns the two-process run's output.
-std::string expect_fsdp_equals_one_process(const std::string& name, int64_t steps, const std::string& settings) {
-  const auto dir = testing::temp_dir(name);
-  const auto one = write_config(dir / "one", clip_data(clips() / "train.jsonl"), steps);
-  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + one.string() + " " + settings);
-  EXPECT_EQ(s1, 0) << o1;
-  const auto two = write_config(dir / "two", clip_data(clips() / "train.jsonl"), steps);
-  auto [s2, o2] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " launch --nproc-per-node 2 --master-port " +
-                              std::to_string(testing::free_port()) + " -- train " + two.string() + " " + settings +
-                              " --set train.grad_accum=1 --set parallel.dp_shard=2");
-  EXPECT_EQ(s2, 0) << o2;
-  if (s1 != 0 || s2 != 0) return o2;
-  const auto expected = losses_of(dir / "one" / "run"), got = losses_of(dir / "two" / "run");
+// The largest relative difference between two runs' final transformers, after checking that
+// their losses agree within 1e-5.
+double expect_same_training(const fs::path& a_run, const fs::path& b_run, int64_t steps) {
+  const auto expected = losses_of(a_run), got = losses_of(b_run);
   EXPECT_EQ(expected.size(), static_cast<size_t>(steps));
   EXPECT_EQ(got.size(), static_cast<size_t>(steps));
   for (const auto& [step, loss] : expected)
     if (got.count(step)) {
       EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
     }
-  const auto a = Checkpoint::open(dir / "one" / "run" / "final" / "transformer");
-  const auto b = Checkpoint::open(dir / "two" / "run" / "final" / "transformer");
+  const auto a = Checkpoint::open(a_run / "final" / "transformer");
+  const auto b = Checkpoint::open(b_run / "final" / "transformer");
   EXPECT_EQ(a.names(), b.names());
   double worst = 0;
   for (const auto& name : a.names()) {
@@ -262,7 +252,36 @@ std::string expect_fsdp_equals_one_process(const std::string& name, int64_t step
     worst = std::max(worst, err);
   }
   std::cout << "largest relative weight difference to one process: " << worst << "\n";
+  return worst;
+}
+
+std::pair<int, std::string> launch(int processes, const fs::path& config, const std::string& settings) {
+  return run_command("OMP_NUM_THREADS=1 " + kMmtrain + " launch --nproc-per-node " + std::to_string(processes) +
+                     " --master-port " + std::to_string(testing::free_port()) + " -- train " + config.string() + " " +
+                     settings);
+}
+
+// `processes` launched with `launched` settings against one process accumulating two micro-batches
+// of 4: the same 8 clips per step, the same per-clip noise, so the same losses and weights up to
+// summation order. Returns the launched run's output.
+std::string expect_launched_equals_one_process(const std::string& name, int64_t steps, const std::string& settings,
+                                               int processes, const std::string& launched) {
+  const auto dir = testing::temp_dir(name);
+  const auto one = write_config(dir / "one", clip_data(clips() / "train.jsonl"), steps);
+  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + one.string() + " " + settings);
+  EXPECT_EQ(s1, 0) << o1;
+  const auto many = write_config(dir / "many", clip_data(clips() / "train.jsonl"), steps);
+  auto [s2, o2] = launch(processes, many, settings + " " + launched);
+  EXPECT_EQ(s2, 0) << o2;
+  if (s1 != 0 || s2 != 0) return o2;
+  expect_same_training(dir / "one" / "run", dir / "many" / "run", steps);
   return o2;
+}
+
+// FSDP over two processes (micro-batch 4, no accumulation).
+std::string expect_fsdp_equals_one_process(const std::string& name, int64_t steps, const std::string& settings) {
+  return expect_launched_equals_one_process(name, steps, settings, 2,
+                                            "--set train.grad_accum=1 --set parallel.dp_shard=2");
 }
 
 TEST(VideoTrainRun, FsdpOverTwoProcessesEqualsOneProcess) {
@@ -274,6 +293,51 @@ TEST(VideoTrainRun, FsdpOverTwoProcessesEqualsOneProcess) {
 TEST(VideoTrainRun, FsdpRanksLoadOnlyTheirRowsOfThePretrainedTransformer) {
   const auto output = expect_fsdp_equals_one_process("video_train_fsdp_pretrained", 3, "");
   EXPECT_NE(output.find("sharded loading: this rank read"), std::string::npos) << output;
+}
+
+// Context parallelism: two processes split each clip's video tokens (and read the same batches,
+// so they accumulate two micro-batches of 4 as one process does), by Ulysses and by ring attention.
+TEST(VideoTrainRun, ContextParallelOverTwoProcessesEqualsOneProcess) {
+  const auto ulysses = expect_launched_equals_one_process("video_train_cp_ulysses", 3, "--set model.from_scratch=true",
+                                                          2, "--set parallel.cp=2");
+  EXPECT_NE(ulysses.find("context parallelism: each sample's video tokens split over cp=2 ranks (Ulysses 2 x ring 1)"),
+            std::string::npos) << ulysses;
+  const auto ring = expect_launched_equals_one_process("video_train_cp_ring", 3, "--set model.from_scratch=true", 2,
+                                                       "--set parallel.cp=2 --set parallel.cp_ulysses=1");
+  EXPECT_NE(ring.find("(Ulysses 1 x ring 2)"), std::string::npos) << ring;
+}
+
+// Four processes: USP (cp=4 as 2 x 2, beyond the tiny DiT's 2 heads), and cp=2 x FSDP over the
+// two data-parallel groups (each reading its own micro-batch of 4, no accumulation).
+TEST(VideoTrainRun, UspAndContextParallelTimesFsdpOverFourProcessesEqualOneProcess) {
+  expect_launched_equals_one_process("video_train_usp", 2, "--set model.from_scratch=true", 4,
+                                     "--set parallel.cp=4 --set parallel.cp_ulysses=2");
+  expect_launched_equals_one_process("video_train_cp_fsdp", 2, "--set model.from_scratch=true", 4,
+                                     "--set parallel.cp=2 --set train.grad_accum=1");
+}
+
+// A checkpoint written by a cp=2 run resumes on one process and on four (cp=2 x 2 data-parallel
+// groups), each ending where an uninterrupted one-process run ends.
+TEST(VideoTrainRun, AContextParallelCheckpointResumesOnOneAndOnFourProcesses) {
+  const auto dir = testing::temp_dir("video_train_cp_resume");
+  const std::string settings = "--set model.from_scratch=true --set output.save_every=2";
+  const auto straight = write_config(dir / "straight", clip_data(clips() / "train.jsonl"), 4);
+  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + straight.string() + " " + settings);
+  ASSERT_EQ(s1, 0) << o1;
+  const auto first = write_config(dir / "cp2", clip_data(clips() / "train.jsonl"), 2);
+  auto [s2, o2] = launch(2, first, settings + " --set parallel.cp=2");
+  ASSERT_EQ(s2, 0) << o2;
+  for (const auto& [name, processes, launched] :
+       {std::tuple<std::string, int, std::string>{"one", 1, ""},
+        std::tuple<std::string, int, std::string>{"four", 4, "--set parallel.cp=2 --set train.grad_accum=1"}}) {
+    const auto config = write_config(dir / name, clip_data(clips() / "train.jsonl"), 4);
+    fs::copy(dir / "cp2" / "run", dir / name / "run", fs::copy_options::recursive);
+    auto [s3, o3] = processes == 1 ? run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + config.string() + " " + settings)
+                                   : launch(processes, config, settings + " " + launched);
+    ASSERT_EQ(s3, 0) << o3;
+    EXPECT_NE(o3.find("resumed from"), std::string::npos) << o3;
+    expect_same_training(dir / "straight" / "run", dir / name / "run", 4);
+  }
 }
 
 // `mmtrain export` (of a 2-process FSDP run) and `mmtrain convert` (of a one-process run) write a
@@ -352,6 +416,18 @@ TEST(VideoTrainRun, BadConfigsAreNamed) {
   auto [s4, o4] = run_command(kMmtrain + " train " + config + " --set features.dir=/nowhere");
   EXPECT_NE(s4, 0);
   EXPECT_NE(o4.find("not both"), std::string::npos) << o4;
+  auto [s5, o5] = run_command(kMmtrain + " train " + config + " --set parallel.cp=4 --set parallel.cp_ulysses=3");
+  EXPECT_NE(s5, 0);
+  EXPECT_NE(o5.find("parallel.cp_ulysses: must divide cp"), std::string::npos) << o5;
+  auto [s6, o6] = run_command(kMmtrain + " train " + config + " --set parallel.cp=2");
+  EXPECT_NE(s6, 0);
+  EXPECT_NE(o6.find("parallel.cp=2 needs as many processes"), std::string::npos) << o6;
+  // Ulysses over 4 ranks cannot split the tiny DiT's 2 heads: refused up front, naming both (USP runs it).
+  auto [s7, o7] = launch(4, dir / "run.yaml", "--set model.from_scratch=true --set parallel.cp=4");
+  EXPECT_NE(s7, 0);
+  EXPECT_NE(o7.find("parallel.cp_ulysses=4 (the Ulysses degree; cp=4 when unset) does not divide the transformer's 2 "
+                    "attention heads"),
+            std::string::npos) << o7;
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ const char* to_string(MeshDim dim) {
     case MeshDim::pp: return "pp";
     case MeshDim::dp_replicate: return "dp_replicate";
     case MeshDim::dp_shard: return "dp_shard";
-    case MeshDim::cp: return "cp";
+    case MeshDim::cp_ring: return "cp_ring";
+    case MeshDim::cp_ulysses: return "cp_ulysses";
     case MeshDim::tp: return "tp";
     case MeshDim::ep: return "ep";
   }

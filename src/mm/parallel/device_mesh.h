@@ -21,13 +21,19 @@
 
 namespace mm::parallel {
 
-// The mesh's dimensions, outermost first in a typical layout (torchtitan's names).
-enum class MeshDim { pp, dp_replicate, dp_shard, cp, tp, ep };
+// The mesh's dimensions, outermost first in a typical layout (torchtitan's names). Context
+// parallelism is two of them: cp = cp_ring x cp_ulysses (USP; Ulysses innermost).
+enum class MeshDim { pp, dp_replicate, dp_shard, cp_ring, cp_ulysses, tp, ep };
 const char* to_string(MeshDim dim);  // "dp_shard", ...
 
 // The ranks FSDP cuts the non-expert parameters over (and whose norms it sums): the data-sharding
-// ranks, those an ep dimension took included. Experts are cut over dp_shard alone.
-inline const std::vector<MeshDim> kDataShardDims{MeshDim::dp_shard, MeshDim::ep};
+// ranks, those an ep dimension took included, and the context-parallel ones (which hold parts of
+// the same samples, so their gradients add up). Experts are cut over dp_shard alone.
+inline const std::vector<MeshDim> kDataShardDims{MeshDim::dp_shard, MeshDim::cp_ring, MeshDim::cp_ulysses, MeshDim::ep};
+// The ranks that split one sample's sequence (context parallelism), in cp rank order.
+inline const std::vector<MeshDim> kContextParallelDims{MeshDim::cp_ring, MeshDim::cp_ulysses};
+// The ranks that read different data: every dimension but the context-parallel ones.
+inline const std::vector<MeshDim> kDataDims{MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::ep};
 
 class DeviceMesh {
  public:

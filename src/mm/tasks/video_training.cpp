@@ -15,6 +15,7 @@
 #include "mm/models/wan/wan_pipeline_random.h"
 #include "mm/models/wan/wan_sharding.h"
 #include "mm/nn/weights.h"
+#include "mm/parallel/context_parallel.h"
 #include "mm/tasks/wan_training_export.h"
 #include "mm/train/model_flops.h"
 
@@ -41,12 +42,13 @@ at::Generator sample_generator(uint64_t seed, int64_t epoch, int64_t index) {
 class VideoTrainingData : public TrainingData {
  public:
   VideoTrainingData(const VideoTrainConfig& config, WanModel& model, const parallel::DeviceMesh& mesh)
-      : config_(config), model_(model) {
+      : config_(config), model_(model), counts_here_(mesh.coordinate(parallel::kContextParallelDims) == 0) {
     BucketSamplerOptions sampling;
     sampling.batch_size = config.train.micro_batch_size;
     sampling.seed = config.train.seed;
-    sampling.rank = mesh.rank();
-    sampling.world = mesh.world_size();
+    // The ranks of a context-parallel group read the same batches (each trains its part of the tokens).
+    sampling.rank = mesh.coordinate(parallel::kDataDims);
+    sampling.world = mesh.size(parallel::kDataDims);
     if (config.from_features()) {
       features_ = std::make_unique<VideoFeatures>(VideoFeatures::open(config.features.dir));
       MM_CHECK(features_->size() > 0, "features.dir: ", config.features.dir.string(), " holds no samples");
@@ -94,6 +96,11 @@ class VideoTrainingData : public TrainingData {
                   (out->latents.size(4) / patch[2]);
     out->model_flops = wan_dit_training_flops(model_.transformer->config(), out->samples, out->tokens / out->samples,
                                               out->text.size(1));
+    if (!counts_here_) {
+      // A context-parallel group counts its batch once (its first rank): loss units, throughput, FLOPs.
+      out->loss_units = out->samples = out->tokens = 0;
+      out->model_flops = 0;
+    }
     return out;
   }
   void start_epoch(int64_t epoch) override {
@@ -146,6 +153,7 @@ class VideoTrainingData : public TrainingData {
 
   const VideoTrainConfig& config_;
   WanModel& model_;
+  bool counts_here_;  // the first rank of its context-parallel group (or no context parallelism)
   std::unique_ptr<TextVideoDataset> clips_;
   std::unique_ptr<TextVideoBatches> clip_batches_;
   std::unique_ptr<VideoFeatures> features_;
@@ -185,6 +193,7 @@ class VideoTrainingTask : public TrainingTask {
     if (model_->vae) model_->vae->eval();
     if (model_->text_encoder) model_->text_encoder->eval();
     model_->transformer->train();
+    set_up_context_parallel(mesh);
     data_ = std::make_unique<VideoTrainingData>(config, *model_, mesh);
   }
 
@@ -200,7 +209,7 @@ class VideoTrainingTask : public TrainingTask {
   at::Tensor loss_sum(const MicroBatch& micro, const StepTotals& /*totals*/) override {
     const auto& b = static_cast<const LatentBatch&>(micro);
     std::vector<at::Tensor> noise, u;
-    for (int64_t j = 0; j < b.samples; ++j) {
+    for (int64_t j = 0; j < b.latents.size(0); ++j) {  // b.samples is 0 on a cp group's other ranks
       auto generator = sample_generator(config_.train.seed, b.epoch, b.indices[static_cast<size_t>(j)]);
       // Drawn on the CPU from the sample's own generator: the same noise on every device.
       noise.push_back(at::randn(b.latents[j].sizes(), generator, b.latents.options().device(at::kCPU)));
@@ -209,7 +218,11 @@ class VideoTrainingTask : public TrainingTask {
     const auto target =
         make_flow_matching_batch(config_.flow_matching, b.latents, at::stack(noise).to(b.latents.device()), at::cat(u));
     const auto prediction = model_->transformer->forward(target.noisy, target.timesteps, b.text);
-    return flow_matching_loss(prediction, target) * static_cast<double>(b.samples);
+    // Under context parallelism every rank of the group gets the whole prediction and this same
+    // loss; each contributes 1 / cp of it, so that the group's gradients add up to the loss's (the
+    // group counts its samples once: VideoTrainingData::next).
+    const auto samples = static_cast<double>(b.latents.size(0));
+    return flow_matching_loss(prediction, target) * (samples / static_cast<double>(cp_));
   }
 
   std::string batch_unit() const override { return "clips"; }
@@ -227,10 +240,30 @@ class VideoTrainingTask : public TrainingTask {
   std::string export_format() const override { return "diffusers Wan pipeline"; }
 
  private:
+  // Context parallelism (parallel.cp > 1): the DiT splits each sample's video tokens over the cp
+  // ranks (Ulysses inside groups of cp_ulysses, ring across them).
+  void set_up_context_parallel(const parallel::DeviceMesh& mesh) {
+    cp_ = mesh.size(parallel::kContextParallelDims);
+    if (cp_ == 1) return;
+    const int64_t ulysses = mesh.size(parallel::MeshDim::cp_ulysses), ring = mesh.size(parallel::MeshDim::cp_ring);
+    const int64_t heads = model_->transformer->config().num_attention_heads;
+    MM_CHECK(heads % ulysses == 0, "parallel.cp_ulysses=", ulysses, " (the Ulysses degree; cp=", cp_,
+             " when unset) does not divide the transformer's ", heads,
+             " attention heads: choose a degree that does, and ring attention across for the rest (cp = cp_ulysses x "
+             "ring)");
+    model_->transformer->context_parallel = parallel::sequence_splitter(
+        {mesh.group(parallel::kContextParallelDims), mesh.group(parallel::MeshDim::cp_ulysses),
+         mesh.group(parallel::MeshDim::cp_ring)});
+    log::info("context parallelism: each sample's video tokens split over cp=", cp_, " ranks (Ulysses ", ulysses,
+              " x ring ", ring, ")");
+  }
+
+
   const VideoTrainConfig& config_;
   std::unique_ptr<WanModel> model_;
   NamedTensors unloaded_;
   std::unique_ptr<VideoTrainingData> data_;
+  int64_t cp_ = 1;
 };
 
 }  // namespace

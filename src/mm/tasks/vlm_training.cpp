@@ -114,8 +114,8 @@ class VlmTrainingData : public TrainingData {
       }
     }
     SamplerOptions sampling;
-    sampling.rank = mesh.rank();
-    sampling.world = mesh.world_size();
+    sampling.rank = mesh.coordinate(parallel::kDataDims);
+    sampling.world = mesh.size(parallel::kDataDims);
     sampling.shuffle = config.data.shuffle;
     sampling.seed = config.train.seed;
     sampling.group_by_length = config.data.group_by_length;
@@ -195,6 +195,8 @@ class VlmTrainingTask : public TrainingTask {
  public:
   VlmTrainingTask(const TrainConfig& config, const parallel::DeviceMesh& mesh)
       : config_(config) {
+    MM_CHECK(mesh.size(parallel::kContextParallelDims) == 1, "parallel.cp=", mesh.size(parallel::kContextParallelDims),
+             ": context parallelism trains the Wan DiT (task: text_to_video) so far, not the vision-language models");
     auto built = build_model(config, mesh);
     model_ = built.model;
     unloaded_ = std::move(built.unloaded);

@@ -79,6 +79,8 @@ void read_parallel_section(const YAML::Node& root, const std::string& file, Trai
   ConfigSection parallel(root, file, "parallel");
   parallel.read("dp_shard", out.dp_shard);
   parallel.read("ep", out.ep);
+  parallel.read("cp", out.cp);
+  parallel.read("cp_ulysses", out.cp_ulysses);
   parallel.read("reshard_after_forward", out.reshard_after_forward);
   parallel.read("prefetch", out.prefetch);
   parallel.read_enum("param_dtype", out.param_dtype, {{"fp32", at::kFloat}, {"bf16", at::kBFloat16}});
@@ -92,6 +94,10 @@ void read_parallel_section(const YAML::Node& root, const std::string& file, Trai
   parallel.read("timeout_s", out.timeout_s);
   parallel.check(out.dp_shard >= 0, "dp_shard", "must not be negative (0: all ranks)");
   parallel.check(out.ep >= 1, "ep", "must be at least 1 (1: no expert parallelism)");
+  parallel.check(out.cp >= 1, "cp", "must be at least 1 (1: no context parallelism)");
+  parallel.check(out.cp_ulysses >= 0 && (out.cp_ulysses == 0 || out.cp % out.cp_ulysses == 0), "cp_ulysses",
+                 "must divide cp (0: cp, Ulysses alone; 1: ring alone)");
+  parallel.check(out.cp == 1 || out.ep == 1, "cp", "context and expert parallelism together are not supported yet");
   parallel.check(out.timeout_s > 0, "timeout_s", "must be positive");
   parallel.finish();
 }

@@ -114,6 +114,11 @@ struct TrainConfig {
     // tokens travel to them by all-to-all. The ep ranks are taken from the dp_shard ones (ep must
     // divide dp_shard); they still read different data. Experts are FSDP-cut over dp_shard / ep.
     int64_t ep = 1;
+    // Context parallelism: cp ranks split each sample's sequence (taken from the dp_shard ones; they
+    // read the same data), cp_ulysses of them by Ulysses' all-to-all inside, the cp / cp_ulysses
+    // groups by ring attention across (USP); 0 = cp (Ulysses alone), 1 = ring alone.
+    int64_t cp = 1;
+    int64_t cp_ulysses = 0;
     bool reshard_after_forward = true;
     bool prefetch = true;
     at::ScalarType param_dtype = at::kFloat;   // fp32 | bf16: dtype of gathered parameters (compute)

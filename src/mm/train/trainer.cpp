@@ -154,7 +154,7 @@ std::unique_ptr<MicroBatch> Trainer::next_micro_batch() {
 // any number of processes continues from.
 SamplerState Trainer::data_position() const {
   const auto& data = task_->data();
-  return data.after_taking(every_rank_value(*mesh_, data.taken()));
+  return data.after_taking(data_rank_values(*mesh_, data.taken()));
 }
 
 // Skipped records by reason over the whole run (all ranks), resumes included.

@@ -15,6 +15,8 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
   if (!env.distributed()) {
     MM_CHECK(parallel.ep == 1, "parallel.ep=", parallel.ep,
              " needs as many processes (mmtrain launch, torchrun); this is one process");
+    MM_CHECK(parallel.cp == 1, "parallel.cp=", parallel.cp,
+             " needs as many processes (mmtrain launch, torchrun); this is one process");
     mesh = std::make_unique<parallel::DeviceMesh>();
     return;
   }
@@ -22,16 +24,28 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
   MM_CHECK(env.world_size % shard == 0, "parallel.dp_shard=", shard, " does not divide WORLD_SIZE=", env.world_size);
   MM_CHECK(shard % parallel.ep == 0, "parallel.ep=", parallel.ep, " does not divide parallel.dp_shard=", shard,
            " (expert parallelism takes its ranks from the data-sharding ones)");
+  MM_CHECK(shard % parallel.cp == 0, "parallel.cp=", parallel.cp, " does not divide parallel.dp_shard=", shard,
+           " (context parallelism takes its ranks from the data-sharding ones)");
+  const int64_t ulysses = parallel.cp_ulysses == 0 ? parallel.cp : parallel.cp_ulysses;
   dist::RendezvousOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
   job = dist::rendezvous(env, options);
   // With ep > 1 the dp_shard dimension of the mesh is what is left of it (dp_shard / ep: the
   // ranks each expert is cut over); FSDP cuts the rest over the flattened dp_shard x ep.
-  parallel::DeviceMesh::Dims dims{{MeshDim::dp_replicate, env.world_size / shard}, {MeshDim::dp_shard, shard / parallel.ep}};
+  parallel::DeviceMesh::Dims dims{{MeshDim::dp_replicate, env.world_size / shard},
+                                  {MeshDim::dp_shard, shard / parallel.ep / parallel.cp}};
   std::vector<std::vector<MeshDim>> flattened;
   if (parallel.ep > 1) {
     dims.emplace_back(MeshDim::ep, parallel.ep);
     if (shard / parallel.ep > 1) flattened.push_back(parallel::kDataShardDims);
+  }
+  if (parallel.cp > 1) {
+    // Innermost, Ulysses inside ring: cp rank = ring index x cp_ulysses + Ulysses index, and the
+    // ranks of one cp group are consecutive (what data_rank_values relies on).
+    dims.emplace_back(MeshDim::cp_ring, parallel.cp / ulysses);
+    dims.emplace_back(MeshDim::cp_ulysses, ulysses);
+    if (shard / parallel.cp > 1 || (ulysses > 1 && parallel.cp / ulysses > 1)) flattened.push_back(parallel::kDataShardDims);
+    if (ulysses > 1 && parallel.cp / ulysses > 1) flattened.push_back(parallel::kContextParallelDims);
   }
   mesh = std::make_unique<parallel::DeviceMesh>(*job, dims, device, /*groups_of_one=*/false, flattened);
   log::info("data parallel over ", env.world_size, " processes: ", mesh->describe(), " (",
@@ -78,6 +92,14 @@ bool every_rank_has(const parallel::DeviceMesh& mesh, size_t micro_batches, int6
 
 bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t total_steps, const SamplerState& data) {
   return step >= total_steps || (train.max_steps == 0 && data.epoch >= train.epochs);
+}
+
+std::vector<int64_t> data_rank_values(const parallel::DeviceMesh& mesh, int64_t mine) {
+  const auto all = every_rank_value(mesh, mine);
+  const int64_t cp = mesh.size(parallel::kContextParallelDims);
+  std::vector<int64_t> out;
+  for (size_t r = 0; r < all.size(); r += static_cast<size_t>(cp)) out.push_back(all[r]);
+  return out;
 }
 
 std::vector<int64_t> every_rank_value(const parallel::DeviceMesh& mesh, int64_t mine) {

@@ -43,6 +43,9 @@ bool run_is_finished(const TrainConfig::Train& train, int64_t step, int64_t tota
 // Every rank's `mine`, indexed by rank, on every rank (collective): each rank's count of taken
 // data positions, from which the global one in trainer_state.json's "data" follows.
 std::vector<int64_t> every_rank_value(const parallel::DeviceMesh& mesh, int64_t mine);
+// The same over the ranks that read different data, in data-parallel order: one per context-parallel
+// group (its members read the same batches).
+std::vector<int64_t> data_rank_values(const parallel::DeviceMesh& mesh, int64_t mine);
 
 // The union of every rank's skipped records (collective): a bad record met by two ranks in two
 // epochs counts once.
