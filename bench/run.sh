@@ -151,6 +151,25 @@ echo -n "diffusers tiled / whole, decode RSS: "; ratio "$ref_tiled" "$ref_whole"
 echo -n "tiled, mmtrain / diffusers, peak RSS: "; ratio "$tiled" "$ref_tiled" peak_rss_mb
 echo -n "tiled, mmtrain / diffusers, ms per decode: "; ratio "$tiled" "$ref_tiled" ms_per_decode
 
+echo "== context parallelism on the Wan DiT above: one sample of latents [1, 16, 17, 32, 32] = 4352 video tokens,"
+echo "   a training step (fp32, AdamW, no gradient reduction) split over cp processes of 1 thread (Gloo; the"
+echo "   processes share the VM's cores): cp 1 (2 threads and 1), cp 2 Ulysses, cp 2 ring, cp 4 USP 2 x 2"
+cp_run() {  # PROCESSES THREADS ULYSSES
+  if [ "$1" = 1 ]; then OMP_NUM_THREADS=$2 "$BUILD/bench/bench_context_parallel" "$WORK/wan/transformer" "$2" 2 17 1
+  else OMP_NUM_THREADS=1 "$BUILD/mmtrain" --log-level warn launch --nproc-per-node "$1" --master-port "$(port)" \
+    --program "$BUILD/bench/bench_context_parallel" -- "$WORK/wan/transformer" 1 2 17 "$3"; fi
+}
+cp1t2=$(cp_run 1 2 1); cp1=$(cp_run 1 1 1); cp2u=$(cp_run 2 1 2); cp2r=$(cp_run 2 1 1); cp4=$(cp_run 4 1 2)
+echo "$cp1t2"; echo "$cp1"; echo "$cp2u"; echo "$cp2r"; echo "$cp4"
+"$PY" -c "import json,sys
+rows = [json.loads(l) for l in sys.argv[1:]]
+base = rows[1]
+for r in rows:
+    rest = r['ms_per_step'] - r['all_to_all_wait_ms'] - r['ring_wait_ms']
+    print(f\"cp {r['cp']} (Ulysses {r['ulysses']} x ring {r['ring']}): {r['ms_per_step']:.0f} ms = {r['all_to_all_wait_ms']:.0f} all-to-all + {r['ring_wait_ms']:.0f} ring wait + {rest:.0f} rest; \"
+          f\"{r['video_tokens_per_s']:.0f} tokens/s; training RSS per rank max {r['max_training_rss_mb']:.0f} MB ({r['max_training_rss_mb'] / base['max_training_rss_mb']:.2f}x of cp 1)\")" \
+  "$cp1t2" "$cp1" "$cp2u" "$cp2r" "$cp4"
+
 echo "== attention over packed samples (Qwen2.5-VL-3B decoder heads: 16 query, 2 KV, head dim 128; 4096 tokens from"
 echo "   6 samples, causal within each), forward + backward, fp32, $THREADS threads: mmtrain (per-length SDPA, and the"
 echo "   dense block mask it used before) vs transformers' packed sdpa path (create_causal_mask + sdpa_attention_forward)"

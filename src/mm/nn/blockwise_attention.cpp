@@ -46,10 +46,24 @@ at::Tensor probabilities(const at::Tensor& scores, const at::Tensor& lse) {
                       torch::zeros_like(scores));
 }
 
+// A block every query sees whole, on the CPU: torch's fused flash-attention kernel, which returns
+// the log-sum-exp too and takes the final out and lse in its backward (what the ring needs),
+// without the dense [q_len, k_len] scores. Elsewhere (masked blocks, other devices) the scores.
+bool fused_block(const at::Tensor& q, const at::Tensor& allowed) {
+  return q.device().is_cpu() && (!allowed.defined() || allowed.all().item<bool>());
+}
+
 }  // namespace
 
 AttentionPart attention_with_lse(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const at::Tensor& allowed, double scale) {
+  if (fused_block(q, allowed)) {
+    const auto dtype = at_least_fp32(q.scalar_type());
+    auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
+        q.to(dtype), to_query_heads(k, q.size(1)).to(dtype), to_query_heads(v, q.size(1)).to(dtype), 0.0, false, {},
+        scale);
+    return {out, lse.to(dtype)};
+  }
   const auto scores = scores_of(q, k, allowed, scale);
   auto lse = torch::logsumexp(scores, -1);
   auto p = probabilities(scores, lse);
@@ -68,7 +82,17 @@ AttentionPart merge_attention_parts(const AttentionPart& a, const AttentionPart&
 
 AttentionGradients attention_block_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                             const at::Tensor& allowed, double scale, const at::Tensor& lse,
-                                            const at::Tensor& dout, const at::Tensor& delta) {
+                                            const at::Tensor& out, const at::Tensor& dout) {
+  if (fused_block(q, allowed)) {
+    const auto dtype = at_least_fp32(q.scalar_type());
+    // The kernel's backward from the final output and log-sum-exp: this block's share of dq, and
+    // the block's dk, dv.
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        dout.to(dtype), q.to(dtype), to_query_heads(k, q.size(1)).to(dtype), to_query_heads(v, q.size(1)).to(dtype),
+        out.to(dtype), lse.to(dtype), 0.0, false, {}, scale);
+    return {dq, to_kv_heads(dk, k.size(1)), to_kv_heads(dv, v.size(1))};
+  }
+  const auto delta = (dout.to(out.scalar_type()) * out).sum(-1);
   const auto scores = scores_of(q, k, allowed, scale);
   const auto dtype = scores.scalar_type();
   const auto p = probabilities(scores, lse);

@@ -1,7 +1,9 @@
 // Attention over one block of keys at a time, with the log-sum-exp of each query row, so that the
 // blocks' partial results merge into attention over all keys (ring attention: each rank sees the
-// key/value blocks one after another). Written with plain tensor ops in fp32 (fp64 stays fp64): the
-// CPU path, and the reference the GPU kernels' (flash attention with its LSE) are checked against.
+// key/value blocks one after another). Computed in fp32 (fp64 stays fp64): a block every query
+// sees whole goes through torch's fused CPU flash-attention kernel (which returns the LSE and takes
+// the final out and LSE in its backward); masked blocks, and other devices for now, through the
+// dense scores.
 //
 // Shapes as scaled_dot_product_attention: q [batch, heads, q_len, dim], k and v [batch, kv_heads,
 // k_len, dim] with heads a multiple of kv_heads (grouped-query attention: query head i reads kv
@@ -31,9 +33,9 @@ struct AttentionGradients {
 
 // The gradients one block contributes, given the attention's final out and lse over all keys and
 // the gradient of out (the flash-attention backward, per block): dq from this block's keys, dk and
-// dv of this block's keys. delta = rowsum(dout * out) [batch, heads, q_len], computed once.
+// dv of this block's keys.
 AttentionGradients attention_block_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                             const at::Tensor& allowed, double scale, const at::Tensor& lse,
-                                            const at::Tensor& dout, const at::Tensor& delta);
+                                            const at::Tensor& out, const at::Tensor& dout);
 
 }  // namespace mm

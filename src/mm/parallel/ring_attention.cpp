@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <memory>
 
@@ -11,6 +13,8 @@
 
 namespace mm::parallel {
 namespace {
+
+std::atomic<int64_t> ring_wait_nanoseconds{0};  // backward may run on autograd's threads
 
 // One step's transfer on the ring: this rank's buffer to the next rank, the previous rank's into
 // `incoming`, posted at once and waited for after the step's compute.
@@ -24,8 +28,11 @@ class Rotation {
     recv_ = group->recv(recv, (rank + world - 1) % world, tag);
   }
   at::Tensor finish() {
+    const auto start = std::chrono::steady_clock::now();
     send_->wait();
     recv_->wait();
+    ring_wait_nanoseconds +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     return incoming_;
   }
 
@@ -118,7 +125,6 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const auto& mine = s.shards[static_cast<size_t>(s.rank())];
     const auto dtype = out.scalar_type();
     const auto dout = grads[0].to(dtype);
-    const auto delta = (dout * out).sum(-1);
     auto dq = torch::zeros(q.sizes(), q.options().dtype(dtype));
     at::Tensor k_block = k, v_block = v;
     auto dk_block = torch::zeros(k.sizes(), k.options().dtype(dtype));
@@ -128,7 +134,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       const int64_t source = s.source(step);
       const auto allowed = attention_allowed(mine, s.shards[static_cast<size_t>(source)], s.causal);
       if (allowed.any().item<bool>()) {
-        const auto g = attention_block_backward(q, k_block, v_block, allowed, s.scale, lse, dout, delta);
+        const auto g = attention_block_backward(q, k_block, v_block, allowed, s.scale, lse, out, dout);
         dq += g.dq;
         dk_block += g.dk;
         dv_block += g.dv;
@@ -157,6 +163,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
 };
 
 }  // namespace
+
+double take_ring_wait_seconds() { return static_cast<double>(ring_wait_nanoseconds.exchange(0)) * 1e-9; }
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const std::vector<SequenceShard>& shards, bool causal, double scale, const Group& group) {

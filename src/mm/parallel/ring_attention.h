@@ -28,4 +28,8 @@ namespace mm::parallel {
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           const std::vector<SequenceShard>& shards, bool causal, double scale, const Group& group);
 
+// Seconds this process has waited for ring transfers (forward and backward: the part of each
+// transfer the block's compute did not hide) since the last call.
+double take_ring_wait_seconds();
+
 }  // namespace mm::parallel

@@ -15,6 +15,9 @@ at::Tensor usp_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
            " (ulysses) x ", r, " (ring) ranks");
   MM_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "USP attention: q, k, v must be [batch, heads, len, dim]");
   check_ulysses_heads(q.size(1), k.size(1), u);
+  // One ring group: plain Ulysses, whose attention over the gathered sequence is SDPA's fused
+  // kernel (the ring's blockwise form would compute the same through dense per-block scores).
+  if (r == 1) return ulysses_attention(q, k, v, shards, causal, scale, ulysses);
   const auto& mine = shards[static_cast<size_t>(ri * u + ui)];
   MM_CHECK(q.size(2) == mine.size() && k.size(2) == mine.size() && v.size(2) == mine.size(), "USP attention: this rank holds ",
            mine.size(), " tokens but q, k, v have ", q.size(2), ", ", k.size(2), ", ", v.size(2));
