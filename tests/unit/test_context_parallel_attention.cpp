@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <iostream>
 
 #include "mm/dist/process_group.h"
@@ -70,14 +71,14 @@ double worst(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().ma
 
 using Operator = at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                 const std::vector<SequenceShard>&, bool, double, const Group&);
+using Attend = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>;
 
-// This rank's part of case c through `op`; the largest difference to the reference.
-double run_case(const Case& c, Operator op, const std::vector<SequenceShard>& shards, const Group& group, int64_t rank) {
+// This rank's part (`mine`) of case c through `attend`; the largest difference to the reference.
+double run_case(const Case& c, const SequenceShard& mine, const Attend& attend) {
   const auto r = reference(c);
-  const auto& mine = shards[static_cast<size_t>(rank)];
   auto q = rows_of(r.q, mine).requires_grad_(true), k = rows_of(r.k, mine).requires_grad_(true),
        v = rows_of(r.v, mine).requires_grad_(true);
-  auto out = op(q, k, v, shards, c.causal, 0.5, group);
+  auto out = attend(q, k, v);
   (out * rows_of(r.weight, mine)).sum().backward();
   return std::max({worst(out.detach(), rows_of(r.out, mine)), worst(q.grad(), rows_of(r.dq, mine)),
                    worst(k.grad(), rows_of(r.dk, mine)), worst(v.grad(), rows_of(r.dv, mine))});
@@ -109,14 +110,10 @@ void check_usp(const dist::Rendezvous& job, int64_t rank) {
   for (const auto& c : {Case{"USP causal, packed documents", {0, 7, 19}, true, 6, 2},
                         Case{"USP non-causal", {0, 15}, false, 6, 6}}) {
     const auto shards = c.causal ? parallel::zigzag_shards(c.cu_seqlens, 4) : parallel::contiguous_shards(c.cu_seqlens, 4);
-    const auto r = reference(c);
-    const auto& mine = shards[static_cast<size_t>(rank)];
-    auto q = rows_of(r.q, mine).requires_grad_(true), k = rows_of(r.k, mine).requires_grad_(true),
-         v = rows_of(r.v, mine).requires_grad_(true);
-    auto out = parallel::usp_attention(q, k, v, shards, c.causal, 0.5, ulysses, ring);
-    (out * rows_of(r.weight, mine)).sum().backward();
-    report(std::max({worst(out.detach(), rows_of(r.out, mine)), worst(q.grad(), rows_of(r.dq, mine)),
-                     worst(k.grad(), rows_of(r.dk, mine)), worst(v.grad(), rows_of(r.dv, mine))}),
+    report(run_case(c, shards[static_cast<size_t>(rank)],
+                    [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+                      return parallel::usp_attention(q, k, v, shards, c.causal, 0.5, ulysses, ring);
+                    }),
            rank, c.name);
   }
 }
@@ -136,7 +133,11 @@ int run_worker() {
                                  : parallel::contiguous_shards(c.cu_seqlens, world);
     for (const auto& [name, op] : {std::pair<const char*, Operator>{"ring", parallel::ring_attention},
                                    std::pair<const char*, Operator>{"ulysses", parallel::ulysses_attention}}) {
-      report(run_case(c, op, shards, group, rank), rank, std::string(name) + " attention, " + c.name);
+      report(run_case(c, shards[static_cast<size_t>(rank)],
+                      [&, op = op](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+                        return op(q, k, v, shards, c.causal, 0.5, group);
+                      }),
+             rank, std::string(name) + " attention, " + c.name);
     }
   }
   // A degree that does not divide the heads is refused, naming both.
@@ -225,13 +226,15 @@ TEST(SequenceShards, ZigZagKeepsChunksRAndTwoPMinusOneMinusROfEachDocument) {
 TEST(ContextParallelAttention, OneProcessIsPlainAttention) {
   const Case c{"one", {0, 4, 9}, true, 4, 2};
   const auto shards = parallel::zigzag_shards(c.cu_seqlens, 1);
-  EXPECT_LT(run_case(c, parallel::ring_attention, shards, Group(), 0), 1e-12);
-  EXPECT_LT(run_case(c, parallel::ulysses_attention, shards, Group(), 0), 1e-12);
-  const auto usp = [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                      const std::vector<SequenceShard>& s, bool causal, double scale, const Group&) {
-    return parallel::usp_attention(q, k, v, s, causal, scale, Group(), Group());
-  };
-  EXPECT_LT(run_case(c, usp, shards, Group(), 0), 1e-12);
+  for (const Operator op : {Operator(parallel::ring_attention), Operator(parallel::ulysses_attention)})
+    EXPECT_LT(run_case(c, shards[0], [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+                return op(q, k, v, shards, c.causal, 0.5, Group());
+              }),
+              1e-12);
+  EXPECT_LT(run_case(c, shards[0], [&](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+              return parallel::usp_attention(q, k, v, shards, c.causal, 0.5, Group(), Group());
+            }),
+            1e-12);
 }
 
 }  // namespace

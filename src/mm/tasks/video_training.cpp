@@ -258,7 +258,6 @@ class VideoTrainingTask : public TrainingTask {
               " x ring ", ring, ")");
   }
 
-
   const VideoTrainConfig& config_;
   std::unique_ptr<WanModel> model_;
   NamedTensors unloaded_;
