@@ -5,6 +5,8 @@ mm_test(test_autograd_collectives)
 mm_test(test_context_parallel_attention)
 # The Wan DiT split over 2-4 Gloo ranks (Ulysses, ring, USP) against one process (fp64).
 mm_test(test_wan_context_parallel)
+# Qwen-VL trained with context parallelism (launched Gloo runs) against one process.
+mm_test(test_vlm_context_parallel)
 mm_test(test_expert_parallel)
 mm_test(test_launcher)
 mm_test(test_data_parallel)

@@ -23,13 +23,15 @@ inline const fs::path& shapes_data() {
   return dir;
 }
 
+// data: a conversation file (empty: the shapes data's train.jsonl).
 inline fs::path write_config(const fs::path& dir,
-                             const fs::path& model = kSourceDir / "examples/qwen2.5vl/tiny-shapes") {
+                             const fs::path& model = kSourceDir / "examples/qwen2.5vl/tiny-shapes",
+                             const fs::path& data = {}) {
   fs::create_directories(dir);
   const auto path = dir / "run.yaml";
   std::ofstream(path) << "model:\n  path: " << model.string()
                       << "\n  from_scratch: true\n  init_seed: 5\n"
-                      << "data:\n  train: " << (shapes_data() / "train.jsonl").string()
+                      << "data:\n  train: " << (data.empty() ? shapes_data() / "train.jsonl" : data).string()
                       << "\n  max_seq_len: 256\n  num_workers: 1\n"
                       << "train:\n  seed: 9\n  grad_accum: " << kGradAccum << "\n  max_steps: " << kSteps
                       << "\n  threads: 1\n  max_grad_norm: 1.0\n"
@@ -46,15 +48,17 @@ struct RunResult {
 };
 
 // `mmtrain train` on `ranks` processes (1: no launcher) with `settings` as --set overrides; the
-// micro-batch makes the global batch kGlobalBatch.
+// micro-batch makes the global batch kGlobalBatch over the ranks / cp data-parallel groups (a
+// context-parallel group of cp ranks reads one micro-batch together). data: see write_config.
 inline RunResult train(const std::string& name, int ranks, const std::string& settings = "",
                        const std::string& env = "",
-                       const fs::path& model = kSourceDir / "examples/qwen2.5vl/tiny-shapes") {
+                       const fs::path& model = kSourceDir / "examples/qwen2.5vl/tiny-shapes", int cp = 1,
+                       const fs::path& data = {}) {
   RunResult run;
   run.dir = temp_dir("dp_" + name);
-  const std::string args = "train " + write_config(run.dir, model).string() +
-                           " --set train.micro_batch_size=" + std::to_string(kGlobalBatch / kGradAccum / ranks) +
-                           " " + settings;
+  const std::string args = "train " + write_config(run.dir, model, data).string() + " --set train.micro_batch_size=" +
+                           std::to_string(kGlobalBatch / kGradAccum / (ranks / cp)) +
+                           (cp > 1 ? " --set parallel.cp=" + std::to_string(cp) : "") + " " + settings;
   // Fault variables need the harness binary (the product reads none).
   const std::string& binary = env.find("MM_FAULT_") != std::string::npos ? kMmtrainWithFaults : kMmtrain;
   const std::string launch = ranks == 1 ? binary + " "

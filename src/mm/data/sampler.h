@@ -34,6 +34,15 @@ struct SamplerOptions {
   // gets the same count; the order wraps around to pad the last ones, so all ranks run the same
   // number of steps (as torch's DistributedSampler with drop_last=False).
   int64_t rank = 0, world = 1;
+  // Compute balancing (data/cost_balancing.h): with a cost per dataset index and a block size
+  // (the micro-batch), each block of `balance_block` positions per rank (world x block in all,
+  // the same positions as the round-robin deal gives the ranks for that micro-batch) is dealt
+  // again by cost, longest first, each rank keeping `balance_block` of them. Every rank and every
+  // resume from a micro-batch boundary computes the same deal; the positions a step consumes are
+  // the round-robin deal's, so the data position and the loss (normalised by the global target
+  // count) do not depend on it. Empty costs: the round-robin deal.
+  std::vector<double> costs;
+  int64_t balance_block = 0;
 };
 
 class Sampler {
@@ -55,6 +64,11 @@ class Sampler {
 
  private:
   std::vector<int64_t> global_order(int64_t epoch) const;  // dataset indices, all ranks'
+  // Rank `rank`'s positions in the epoch's global order from `from`, in visiting order.
+  std::vector<int64_t> positions(const SamplerState& from, int64_t rank, const std::vector<int64_t>& global) const;
+  // Every rank's positions under compute balancing.
+  std::vector<std::vector<int64_t>> balanced_positions(const SamplerState& from, const std::vector<int64_t>& global) const;
+  bool balanced() const { return !options_.costs.empty(); }
 
   std::vector<int64_t> lengths_;
   SamplerOptions options_;

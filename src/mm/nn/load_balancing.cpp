@@ -13,6 +13,7 @@ struct LoadBalancingLoss::State {
   at::Tensor probability;  // [num_experts] fp32: the probability column sums over all layers
   at::Tensor rows;         // 0-dim fp32: R
   bool finished = false;
+  std::function<at::Tensor(const at::Tensor&)> sum_over_ranks;  // unset: this rank's tokens are all
   at::Tensor gradient;  // [num_experts]: what each layer's probability column sums receive
 };
 
@@ -54,6 +55,10 @@ LoadBalancingLoss::LoadBalancingLoss(int64_t num_experts, int64_t top_k, at::Ten
 }
 
 int64_t LoadBalancingLoss::layers() const { return state_->layers; }
+
+void LoadBalancingLoss::sum_over_ranks(std::function<at::Tensor(const at::Tensor&)> sum) {
+  state_->sum_over_ranks = std::move(sum);
+}
 
 at::Tensor LoadBalancingLoss::attach(const at::Tensor& output, const at::Tensor& probs, const at::Tensor& chosen) {
   State& s = *state_;
@@ -98,6 +103,12 @@ at::Tensor LoadBalancingLoss::finish(double weight) {
   State& s = *state_;
   MM_CHECK(s.layers > 0, "LoadBalancingLoss: no sparse layer ran");
   const double experts = static_cast<double>(s.num_experts);
+  if (s.sum_over_ranks) {
+    const auto all = s.sum_over_ranks(torch::cat({s.assignments, s.probability, s.rows.view({1})}));
+    s.assignments = all.narrow(0, 0, s.num_experts);
+    s.probability = all.narrow(0, s.num_experts, s.num_experts);
+    s.rows = all[2 * s.num_experts];
+  }
   auto value = (s.assignments / s.rows * (s.probability / s.rows)).sum() * experts;
   s.gradient = s.assignments * (weight * experts) / (s.rows * s.rows);
   s.finished = true;

@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace mm {
@@ -36,6 +37,12 @@ class LoadBalancingLoss {
   at::Tensor finish(double weight);
 
   int64_t layers() const;
+
+  // Context parallelism: the sequence's tokens are spread over ranks, and `sum` adds a statistic
+  // over them. finish() then adds the counts and probability sums of every rank before computing
+  // the loss, so that its value and each layer's gradient are those of the whole sequence (each
+  // rank's layers get the gradient of their own tokens; the ranks' gradients add up).
+  void sum_over_ranks(std::function<at::Tensor(const at::Tensor&)> sum);
 
   struct State;
 

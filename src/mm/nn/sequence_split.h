@@ -22,6 +22,10 @@ struct SequenceSplit {
   std::function<at::Tensor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale)> attention;
   // x with this rank's tokens along `dim` -> every rank's, in sequence order (differentiable).
   std::function<at::Tensor(const at::Tensor& x, int64_t dim)> gather;
+  // The ranks that share the sequence, and the sum of a statistic over them (not differentiable:
+  // counts that a loss over the whole sequence needs, e.g. the MoE load-balancing loss's).
+  int64_t ranks = 1;
+  std::function<at::Tensor(const at::Tensor& x)> sum;
 
   // x's rows at this rank's positions along `dim` (x holds the whole sequence there).
   at::Tensor take(const at::Tensor& x, int64_t dim) const;
@@ -31,5 +35,19 @@ struct SequenceSplit {
 // attention that is causal or not.
 using SequenceSplitter =
     std::function<std::shared_ptr<const SequenceSplit>(const std::vector<int64_t>& cu_seqlens, bool causal)>;
+
+// Independent items of a sample (images, video frames: a vision tower's attention never crosses
+// one) dealt over the same ranks: this rank encodes items [first, first + count) and `gather`
+// joins every rank's rows, in item order (differentiable: each rank gets back the gradient of its
+// own rows summed over the ranks that used them).
+struct ItemSplit {
+  int64_t first = 0, count = 0;
+  // rows: this rank's items' rows along dim 0; rows_per_item: every item's row count.
+  std::function<at::Tensor(const at::Tensor& rows, const std::vector<int64_t>& rows_per_item)> gather;
+};
+
+// The deal of items with these costs (one per item, in order). Fewer items than ranks: every rank
+// encodes all of them (first 0, count all, gather the identity).
+using ItemSplitter = std::function<ItemSplit(const std::vector<int64_t>& costs)>;
 
 }  // namespace mm

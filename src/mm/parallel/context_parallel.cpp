@@ -6,10 +6,21 @@
 #include "mm/parallel/sequence_shards.h"
 #include "mm/parallel/usp_attention.h"
 
+#include <cmath>
+
 namespace mm::parallel {
 
 SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
-  return [groups](const std::vector<int64_t>& cu_seqlens, bool causal) {
+  // The last split made, reused while the layout repeats (every step of a fixed-size video, every
+  // layer of a model that asks per layer).
+  struct Last {
+    std::vector<int64_t> cu_seqlens;
+    bool causal = false;
+    std::shared_ptr<const SequenceSplit> split;
+  };
+  auto last = std::make_shared<Last>();
+  return [groups, last](const std::vector<int64_t>& cu_seqlens, bool causal) {
+    if (last->split && last->cu_seqlens == cu_seqlens && last->causal == causal) return last->split;
     const int64_t world = groups.cp ? groups.cp->getSize() : 1, rank = groups.cp ? groups.cp->getRank() : 0;
     const int64_t u = groups.ulysses ? groups.ulysses->getSize() : 1, r = groups.ring ? groups.ring->getSize() : 1;
     MM_CHECK(u * r == world, "context parallelism: ulysses ", u, " x ring ", r, " ranks, but the cp group has ", world);
@@ -29,11 +40,66 @@ SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
     }
     std::vector<int64_t> inverse(order.size());
     for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    split->ranks = world;
+    split->sum = [group = groups.cp, world](const at::Tensor& x) {
+      at::NoGradGuard no_grad;
+      // Every rank's x stacked in rank order and added up: the same sum, in the same order, everywhere.
+      return all_gather_along(x.unsqueeze(0), 0, std::vector<int64_t>(static_cast<size_t>(world), 1), group).sum(0);
+    };
     split->gather = [group = groups.cp, sizes, inverse](const at::Tensor& x, int64_t dim) {
       const auto all = all_gather_along(x, dim, sizes, group);
       return all.index_select(dim, torch::tensor(inverse, torch::TensorOptions().dtype(torch::kInt64)).to(x.device()));
     };
+    *last = {cu_seqlens, causal, split};
     return std::shared_ptr<const SequenceSplit>(std::move(split));
+  };
+}
+
+std::vector<int64_t> contiguous_item_starts(const std::vector<int64_t>& costs, int64_t ranks) {
+  const auto n = static_cast<int64_t>(costs.size());
+  MM_CHECK(ranks >= 1 && n >= ranks, "context parallelism: ", n, " items cannot give each of ", ranks, " ranks one");
+  std::vector<double> prefix(static_cast<size_t>(n) + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + static_cast<double>(costs[static_cast<size_t>(i)]);
+  std::vector<int64_t> starts{0};
+  for (int64_t r = 1; r < ranks; ++r) {
+    // The boundary nearest the ideal share, leaving each rank before and after at least one item.
+    const double ideal = prefix.back() * static_cast<double>(r) / static_cast<double>(ranks);
+    int64_t best = starts.back() + 1;
+    for (int64_t i = best; i <= n - (ranks - r); ++i)
+      if (std::abs(prefix[static_cast<size_t>(i)] - ideal) < std::abs(prefix[static_cast<size_t>(best)] - ideal)) best = i;
+    starts.push_back(best);
+  }
+  starts.push_back(n);
+  return starts;
+}
+
+ItemSplitter item_splitter(const ContextParallelGroups& groups) {
+  return [group = groups.cp](const std::vector<int64_t>& costs) {
+    const int64_t world = group ? group->getSize() : 1, rank = group ? group->getRank() : 0;
+    const auto items = static_cast<int64_t>(costs.size());
+    ItemSplit split;
+    if (items < world) {
+      // Every rank encodes every item; each rank's decoder then reads its own tokens' features, so
+      // the tower's gradients still add up over the group to those of one encoding.
+      split.count = items;
+      split.gather = [](const at::Tensor& rows, const std::vector<int64_t>&) { return rows; };
+      return split;
+    }
+    const auto starts = contiguous_item_starts(costs, world);
+    split.first = starts[static_cast<size_t>(rank)];
+    split.count = starts[static_cast<size_t>(rank) + 1] - split.first;
+    split.gather = [group, starts](const at::Tensor& rows, const std::vector<int64_t>& rows_per_item) {
+      MM_CHECK(rows_per_item.size() + 1 == static_cast<size_t>(starts.back()) + 1,
+               "context parallelism: rows for ", rows_per_item.size(), " items, dealt ", starts.back());
+      std::vector<int64_t> sizes;
+      for (size_t r = 0; r + 1 < starts.size(); ++r) {
+        int64_t n = 0;
+        for (auto i = starts[r]; i < starts[r + 1]; ++i) n += rows_per_item[static_cast<size_t>(i)];
+        sizes.push_back(n);
+      }
+      return all_gather_along(rows, 0, sizes, group);
+    };
+    return split;
   };
 }
 

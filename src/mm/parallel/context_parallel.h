@@ -16,4 +16,12 @@ struct ContextParallelGroups {
 
 SequenceSplitter sequence_splitter(const ContextParallelGroups& groups);
 
+// Items dealt over the cp group as contiguous runs of about equal cost (so that the gathered rows
+// are in item order as they come); fewer items than ranks: every rank encodes all of them.
+ItemSplitter item_splitter(const ContextParallelGroups& groups);
+
+// The contiguous deal behind item_splitter: rank r gets items [starts[r], starts[r + 1]); each
+// run's cost is within one item's of total / ranks. Needs costs.size() >= ranks (each gets one).
+std::vector<int64_t> contiguous_item_starts(const std::vector<int64_t>& costs, int64_t ranks);
+
 }  // namespace mm::parallel

@@ -94,27 +94,28 @@ at::Tensor multi_token_positions(const TrainBatch& batch, int64_t k) {
   return out;
 }
 
-at::Tensor multi_token_targets(const TrainBatch& batch, int64_t k) {
+at::Tensor multi_token_targets(const TrainBatch& batch, int64_t k, const at::Tensor& positions) {
   const auto& targets = batch.targets;
   const int64_t seq = targets.size(1);
   auto out = torch::full_like(targets, kIgnoreIndex);
   if (k >= seq) return out;
   out.narrow(1, 0, seq - k).copy_(targets.narrow(1, k, seq - k));
-  return out.masked_fill(multi_token_positions(batch, k).to(targets.device()).logical_not(), kIgnoreIndex);
+  const auto reads = positions.defined() ? positions : multi_token_positions(batch, k);
+  return out.masked_fill(reads.to(targets.device()).logical_not(), kIgnoreIndex);
 }
 
 namespace {
 
 // The embeddings shifted left by k positions along the sequence: position p holds token p + k's
-// where multi_token_positions says p + k is in p's sample, zeros elsewhere. Those positions
-// predict nothing, but their routers count in the load-balancing loss, so what they read must not
-// depend on how the samples were batched (padding, the next packed sample).
-torch::Tensor shifted_left(const torch::Tensor& embeds, const TrainBatch& batch, int64_t k) {
+// where `positions` (multi_token_positions) says p + k is in p's sample, zeros elsewhere. Those
+// positions predict nothing, but their routers count in the load-balancing loss, so what they read
+// must not depend on how the samples were batched (padding, the next packed sample).
+torch::Tensor shifted_left(const torch::Tensor& embeds, const at::Tensor& positions, int64_t k) {
   const int64_t seq = embeds.size(1);
   auto zeros = torch::zeros({embeds.size(0), std::min(k, seq), embeds.size(2)}, embeds.options());
   if (k >= seq) return zeros;
   auto shifted = torch::cat({embeds.narrow(1, k, seq - k), zeros}, 1);
-  return shifted * multi_token_positions(batch, k).to(embeds.device(), embeds.scalar_type()).unsqueeze(-1);
+  return shifted * positions.to(embeds.device(), embeds.scalar_type()).unsqueeze(-1);
 }
 
 // Summed cross-entropy of the rows of `hidden` whose target is not ignored.
@@ -137,42 +138,60 @@ at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch&
            "training batch: targets must match input_ids");
   MM_CHECK(weights.mtp_loss_weight == 0 || model->mtp, "vlm_loss_sum: a multi-token-prediction loss weight of ",
            weights.mtp_loss_weight, " for a model without the head");
+  // Context parallelism: each document of the batch causal over the split; a padded row is one
+  // document whose right padding no real token sees, so the attention needs no mask.
+  std::shared_ptr<const SequenceSplit> split;
+  if (model->context_parallel) {
+    MM_CHECK(weights.mtp_loss_weight == 0, "vlm_loss_sum: context parallelism with a multi-token-prediction loss");
+    const int64_t seq = batch.inputs.input_ids.size(1);
+    split = model->context_parallel(batch.cu_seqlens.empty() ? std::vector<int64_t>{0, seq} : batch.cu_seqlens,
+                                    /*causal=*/true);
+  }
   const auto& moe = model->config().text.moe;
   const double router_aux_loss_coef = weights.router_aux_loss_coef;
   std::shared_ptr<LoadBalancingLoss> balance;
   if (router_aux_loss_coef > 0 && moe.num_experts > 0) {
     MM_CHECK(totals.micro_batches > 0 && totals.loss_units > 0,
              "vlm_loss_sum: the load-balancing term needs the step's totals");
+    const auto& mask = batch.inputs.attention_mask;
     balance = std::make_shared<LoadBalancingLoss>(moe.num_experts, moe.num_experts_per_tok,
-                                                  batch.inputs.attention_mask);
+                                                  split && mask.defined() ? split->take(mask, 1) : mask);
+    // Over the whole sequence, as one process computes it.
+    if (split) balance->sum_over_ranks(split->sum);
   }
   at::Tensor hidden, embeds;
   {
     const LoadBalancingScope scope(model->model, balance);
     DeepstackInputs deepstack;
+    // The whole sequence embedded (its vision features gathered), then this rank's tokens.
     embeds = model->embed_inputs(batch.inputs, &deepstack);
-    hidden =
-        model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens, &deepstack);
+    hidden = split ? model->decode(split->take(embeds, 1), split->take(batch.position_ids, 2), {}, nullptr, {},
+                                   &deepstack, split)
+                   : model->decode(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens,
+                                   &deepstack);
   }
-  auto sum = supervised_cross_entropy(model, hidden, batch.targets);
+  auto sum = supervised_cross_entropy(model, hidden, split ? split->take(batch.targets, 1) : batch.targets);
   if (weights.mtp_loss_weight > 0) {
     const auto context =
         model->model->context(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens);
     const int64_t depths = model->mtp->depths();
     auto h = hidden;
     for (int64_t k = 1; k <= depths; ++k) {
-      h = model->mtp->forward(k, shifted_left(embeds, batch, k), h, context, balance);
-      sum = sum + supervised_cross_entropy(model, h, multi_token_targets(batch, k)) *
+      const auto positions = multi_token_positions(batch, k);  // what depth k reads, and predicts from
+      h = model->mtp->forward(k, shifted_left(embeds, positions, k), h, context, balance);
+      sum = sum + supervised_cross_entropy(model, h, multi_token_targets(batch, k, positions)) *
                       (weights.mtp_loss_weight / static_cast<double>(depths));
     }
   }
   if (!balance) return sum;
   // The step back-propagates sum / loss_units, so the term enters the sum scaled by loss_units;
   // its gradient reaches the routers through the layers' own nodes (nn/load_balancing.h), at
-  // d(step loss)/d(aux) = coef / micro_batches.
-  const double per_micro_batch = router_aux_loss_coef / static_cast<double>(totals.micro_batches);
+  // d(step loss)/d(aux) = coef / micro_batches. A context-parallel group's ranks all hold one
+  // micro-batch (counted once per rank in totals) and one loss: each adds 1 / ranks of its value.
+  const double ranks = split ? static_cast<double>(split->ranks) : 1.0;
+  const double per_micro_batch = router_aux_loss_coef * ranks / static_cast<double>(totals.micro_batches);
   const auto aux = balance->finish(per_micro_batch);
-  return sum + aux.to(sum.device()) * (per_micro_batch * static_cast<double>(totals.loss_units));
+  return sum + aux.to(sum.device()) * (per_micro_batch * static_cast<double>(totals.loss_units) / ranks);
 }
 
 StepResult train_step(QwenVLForConditionalGeneration& model, AdamW& optimizer, double lr,

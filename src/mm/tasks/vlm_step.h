@@ -42,6 +42,9 @@ struct VlmLossWeights {
 // `totals`; padding is excluded from aux, as transformers' attention mask excludes it; the
 // multi-token-prediction head's sparse layers count in it beside the decoder's (as every MoE layer
 // of a Megatron model adds its own).
+// Under context parallelism (model->context_parallel set) the sum over this rank's tokens only:
+// the cp group's sums add up to the batch's; the load-balancing term is the whole sequence's
+// (statistics summed over the group), 1 / cp of it on each rank. No multi-token-prediction term then.
 // Returns a 0-dim float32 tensor (float64 for a model in fp64) that requires grad.
 at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch& batch,
                         const VlmLossWeights& weights = {}, const StepTotals& totals = {});
@@ -51,7 +54,8 @@ at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch&
 // predicts nothing, whatever stands at p + k (padding, the next packed sample, nothing).
 at::Tensor multi_token_positions(const TrainBatch& batch, int64_t k);
 // The targets of depth k: [rows, seq], targets[p + k] where multi_token_positions holds, else -100.
-at::Tensor multi_token_targets(const TrainBatch& batch, int64_t k);
+// positions: multi_token_positions(batch, k) when the caller has it already (else computed).
+at::Tensor multi_token_targets(const TrainBatch& batch, int64_t k, const at::Tensor& positions = {});
 
 // The trained FLOPs of `batch` (train/model_flops.h): the decoder over each sample's own tokens
 // (the rows of a padded batch, the documents of a packed one: packing does not change the work),

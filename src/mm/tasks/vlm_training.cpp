@@ -16,10 +16,12 @@
 #include "mm/models/qwen_vl/qwen_vl_model.h"
 #include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/nn/lora.h"
+#include "mm/parallel/context_parallel.h"
 #include "mm/tasks/evaluation.h"
 #include "mm/tasks/vlm_chat.h"
 #include "mm/tasks/vlm_step.h"
 #include "mm/train/metrics.h"
+#include "mm/train/model_flops.h"
 
 namespace fs = std::filesystem;
 
@@ -79,7 +81,10 @@ class VlmTrainingData : public TrainingData {
   // mtp_depths: the multi-token-prediction depths the loss runs (0: none), for the FLOPs.
   VlmTrainingData(const TrainConfig& config, const QwenVLConfig& model_config, const parallel::DeviceMesh& mesh,
                   int64_t mtp_depths)
-      : config_(config), model_config_(model_config), mtp_depths_(mtp_depths) {
+      : config_(config),
+        model_config_(model_config),
+        mtp_depths_(mtp_depths),
+        counts_here_(mesh.coordinate(parallel::kContextParallelDims) == 0) {
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(config.model.path));
     const auto processor = Qwen2VLProcessor::from_pretrained(config.model.path);
     SampleEncoderOptions options;
@@ -104,7 +109,7 @@ class VlmTrainingData : public TrainingData {
     file_ = std::make_unique<ConversationFile>(ConversationFile::open(config.data.train, config.data.root));
     MM_CHECK(file_->size() > 0, "data.train: ", config.data.train.string(), " holds no records");
     std::vector<int64_t> lengths(file_->size(), 0);
-    if (config.data.group_by_length) {
+    if (config.data.group_by_length || config.data.balance_compute) {
       for (size_t i = 0; i < file_->size(); ++i) {
         try {
           lengths[i] = encoder_->estimate_length(file_->get(i));
@@ -114,12 +119,22 @@ class VlmTrainingData : public TrainingData {
       }
     }
     SamplerOptions sampling;
+    // The ranks of a context-parallel group read the same batches (each trains its part of the tokens).
     sampling.rank = mesh.coordinate(parallel::kDataDims);
     sampling.world = mesh.size(parallel::kDataDims);
     sampling.shuffle = config.data.shuffle;
     sampling.seed = config.train.seed;
     sampling.group_by_length = config.data.group_by_length;
     sampling.group_size = config.train.micro_batch_size * config.train.grad_accum * 50;
+    if (config.data.balance_compute && sampling.world > 1) {
+      // A sample's cost: the training FLOPs of the decoder over its estimated length (vision
+      // tokens at max_pixels included): linear layers per token plus attention by its square.
+      for (const int64_t length : lengths)
+        sampling.costs.push_back(qwen_decoder_training_flops(model_config.text, {std::max<int64_t>(length, 1)}, length));
+      sampling.balance_block = config.train.micro_batch_size;
+      log::info("compute balancing: each micro-batch's ", sampling.world * sampling.balance_block,
+                " samples dealt to the ", sampling.world, " data-parallel ranks by estimated FLOPs");
+    }
     sampler_ = std::make_unique<Sampler>(lengths, sampling);
     log::info("data: ", file_->size(), " records in ", config.data.train.string());
   }
@@ -134,6 +149,11 @@ class VlmTrainingData : public TrainingData {
     out->tokens = batch->num_tokens;
     out->samples = static_cast<int64_t>(batch->sample_indices.size());
     out->model_flops = vlm_batch_training_flops(model_config_, *batch, mtp_depths_);
+    if (!counts_here_) {
+      // A context-parallel group counts its batch once (its first rank): loss units, throughput, FLOPs.
+      out->loss_units = out->tokens = out->samples = 0;
+      out->model_flops = 0;
+    }
     out->batch = std::move(*batch);
     return out;
   }
@@ -182,6 +202,7 @@ class VlmTrainingData : public TrainingData {
   const TrainConfig& config_;
   QwenVLConfig model_config_;  // for the FLOPs of each micro-batch
   int64_t mtp_depths_ = 0;
+  bool counts_here_;  // the first rank of its context-parallel group (or no context parallelism)
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<SampleEncoder> encoder_;
   std::unique_ptr<ConversationFile> file_;
@@ -195,8 +216,6 @@ class VlmTrainingTask : public TrainingTask {
  public:
   VlmTrainingTask(const TrainConfig& config, const parallel::DeviceMesh& mesh)
       : config_(config) {
-    MM_CHECK(mesh.size(parallel::kContextParallelDims) == 1, "parallel.cp=", mesh.size(parallel::kContextParallelDims),
-             ": context parallelism trains the Wan DiT (task: text_to_video) so far, not the vision-language models");
     auto built = build_model(config, mesh);
     model_ = built.model;
     unloaded_ = std::move(built.unloaded);
@@ -220,6 +239,7 @@ class VlmTrainingTask : public TrainingTask {
       if (loss_weights_.mtp_loss_weight == 0)
         for (auto& p : model_->mtp->parameters()) p.set_requires_grad(false);
     }
+    set_up_context_parallel(mesh);
     data_ = std::make_unique<VlmTrainingData>(config, model_->config(), mesh,
                                               loss_weights_.mtp_loss_weight > 0 ? model_->mtp->depths() : 0);
   }
@@ -275,6 +295,34 @@ class VlmTrainingTask : public TrainingTask {
   }
 
  private:
+  // Context parallelism (parallel.cp > 1): each sample's sequence split over the cp ranks (causal
+  // zig-zag per document; Ulysses inside groups of cp_ulysses, ring across them), and its images'
+  // and video frames' vision encoding dealt over them.
+  void set_up_context_parallel(const parallel::DeviceMesh& mesh) {
+    const int64_t cp = mesh.size(parallel::kContextParallelDims);
+    if (cp == 1) return;
+    const int64_t ulysses = mesh.size(parallel::MeshDim::cp_ulysses), ring = mesh.size(parallel::MeshDim::cp_ring);
+    const auto& text = model_->config().text;
+    MM_CHECK(text.num_attention_heads % ulysses == 0, "parallel.cp_ulysses=", ulysses,
+             " (the Ulysses degree; cp=", cp, " when unset) does not divide the decoder's ", text.num_attention_heads,
+             " attention heads: choose a degree that does, and ring attention across for the rest (cp = cp_ulysses x "
+             "ring)");
+    for (int64_t i = 0; i < text.num_hidden_layers; ++i)
+      MM_CHECK(!text.is_linear_attention_layer(i), "parallel.cp=", cp, ": decoder layer ", i, " of ",
+               config_.model.path.string(),
+               " is a Gated DeltaNet (linear attention), which runs the sequence as one recurrence; context "
+               "parallelism splits attention layers only (not yet Qwen3.5's hybrid decoder)");
+    MM_CHECK(loss_weights_.mtp_loss_weight == 0, "parallel.cp=", cp,
+             ": the multi-token-prediction head reads tokens ahead across the split; set model.mtp_loss_weight: 0");
+    const parallel::ContextParallelGroups groups{mesh.group(parallel::kContextParallelDims),
+                                                 mesh.group(parallel::MeshDim::cp_ulysses),
+                                                 mesh.group(parallel::MeshDim::cp_ring)};
+    model_->context_parallel = parallel::sequence_splitter(groups);
+    model_->vision_items = parallel::item_splitter(groups);
+    log::info("context parallelism: each sample's tokens split over cp=", cp, " ranks (Ulysses ", ulysses, " x ring ",
+              ring, "), its images and video frames encoded across them");
+  }
+
   const TrainConfig& config_;
   QwenVLForConditionalGeneration model_{nullptr};
   NamedTensors unloaded_;

@@ -142,6 +142,7 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   data.read_enum("loss_on", c.data.loss_on_assistant_only, {{"assistant", true}, {"all", false}});
   data.read("packing", c.data.packing);
   data.read("group_by_length", c.data.group_by_length);
+  data.read("balance_compute", c.data.balance_compute);
   data.read("shuffle", c.data.shuffle);
   data.read("num_workers", c.data.num_workers);
   data.read("prefetch", c.data.prefetch);
@@ -156,6 +157,9 @@ TrainConfig parse_train_config(const YAML::Node& root, const std::string& file) 
   data.check(c.data.num_workers >= 1, "num_workers", "must be at least 1");
   data.check(c.data.prefetch >= 1, "prefetch", "must be at least 1");
   data.check(c.data.video_fps > 0, "video_fps", "must be positive");
+  data.check(!(c.data.balance_compute && c.data.packing), "balance_compute",
+             "needs micro-batches of micro_batch_size samples; with data.packing each row is filled to max_seq_len "
+             "tokens already");
   if (c.data.root.empty()) c.data.root = c.data.train.parent_path();
   data.finish();
 

@@ -47,6 +47,9 @@ struct TrainConfig {
     bool loss_on_assistant_only = true;  // loss_on: assistant (true) | all
     bool packing = false;
     bool group_by_length = false;
+    // Deal each micro-batch's samples to the data-parallel ranks by estimated cost (the sampler's
+    // compute balancing) instead of round-robin. Not with packing (rows already fill a token budget).
+    bool balance_compute = false;
     bool shuffle = true;
     int num_workers = 2;
     int prefetch = 8;

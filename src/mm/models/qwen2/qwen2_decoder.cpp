@@ -90,7 +90,9 @@ torch::Tensor Qwen2AttentionImpl::forward(const torch::Tensor& x, const RotaryCo
   // Packed samples (batch 1): [1, heads, seq, head_dim] -> the varlen layout [seq, heads, head_dim].
   auto packed = [](const torch::Tensor& t) { return t[0].transpose(0, 1); };
   torch::Tensor out;
-  if (mask.segments) {
+  if (mask.split) {
+    out = mask.split->attention(q, k, v, scale).transpose(1, 2).reshape({batch, seq, num_heads_ * head_dim_});
+  } else if (mask.segments) {
     out = mask.segments->attention(packed(q), packed(k), packed(v), scale, /*causal=*/true)
               .reshape({batch, seq, num_heads_ * head_dim_});
   } else {
@@ -168,7 +170,8 @@ torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {
 
 DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                                        const torch::Tensor& padding_mask, KVCache* cache,
-                                       const std::vector<int64_t>& cu_seqlens) const {
+                                       const std::vector<int64_t>& cu_seqlens,
+                                       std::shared_ptr<const SequenceSplit> split) const {
   MM_CHECK(inputs_embeds.dim() == 3 && inputs_embeds.size(2) == config_.hidden_size,
            "Qwen2Model: inputs_embeds must be [batch, seq, ", config_.hidden_size, "], got ", inputs_embeds.sizes());
   const int64_t seq = inputs_embeds.size(1);
@@ -185,7 +188,17 @@ DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const
                                 : mrope_cos_sin(inv_freq, positions, config_.mrope_section, dtype);
   const int64_t past = cache ? cache->length() : 0;
   AttentionMask mask;
-  if (cu_seqlens.empty()) {
+  if (split) {
+    MM_CHECK(cu_seqlens.empty() && !padding_mask.defined() && !cache,
+             "Qwen2Model: a context-parallel forward takes no cu_seqlens, attention mask or cache (the split has them)");
+    MM_CHECK(split->positions.size() == static_cast<size_t>(seq), "Qwen2Model: the context-parallel split holds ",
+             split->positions.size(), " tokens here but inputs_embeds has ", seq);
+    for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
+      MM_CHECK(!config_.is_linear_attention_layer(i), "Qwen2Model: layer ", i,
+               " is a Gated DeltaNet (linear attention), which runs the sequence as one recurrence: context "
+               "parallelism splits attention layers only");
+    mask.split = std::move(split);
+  } else if (cu_seqlens.empty()) {
     mask = make_causal_mask(padding_mask, seq, past, device);
   } else {
     MM_CHECK(inputs_embeds.size(0) == 1 && !padding_mask.defined() && !cache,
@@ -205,16 +218,25 @@ DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const
 
 torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                                       const torch::Tensor& padding_mask, KVCache* cache,
-                                      const std::vector<int64_t>& cu_seqlens, const DeepstackInputs* deepstack) {
-  const DecoderContext shared = context(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens);
+                                      const std::vector<int64_t>& cu_seqlens, const DeepstackInputs* deepstack,
+                                      std::shared_ptr<const SequenceSplit> split) {
+  const DecoderContext shared = context(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens, split);
   const RotaryCosSin& rope = shared.rope;
   const AttentionMask& mask = shared.mask;
   const auto device = inputs_embeds.device();
-  torch::Tensor visual_mask;
+  torch::Tensor visual_mask, visual_rows;  // visual_rows: which of the features this forward's positions add
   if (deepstack && !deepstack->empty()) {
     MM_CHECK(deepstack->embeds.size() <= layers->size(), "Qwen2Model: ", deepstack->embeds.size(),
              " DeepStack features for a decoder of ", layers->size(), " layers");
     visual_mask = deepstack->visual_mask.to(device).to(torch::kBool);
+    if (shared.mask.split) {
+      // The features are in the whole sequence's row-major order of visual positions: number
+      // them, then keep this rank's positions (in the order it holds them).
+      const auto& split = *shared.mask.split;
+      const auto order = (visual_mask.flatten().to(torch::kInt64).cumsum(0) - 1).view(visual_mask.sizes());
+      visual_mask = split.take(visual_mask, 1);
+      visual_rows = split.take(order, 1).index({visual_mask});
+    }
     MM_CHECK(visual_mask.sizes() == inputs_embeds.sizes().slice(0, 2), "Qwen2Model: the DeepStack visual mask ",
              visual_mask.sizes(), " does not match inputs_embeds ", inputs_embeds.sizes());
   }
@@ -236,7 +258,8 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
       // h[mask] += embeds: written as an add of the features scattered over zeros, whose
       // backward is a plain gather (the boolean-index form's backward was the slow part); the
       // visual positions get h + e exactly as the reference's, the others h + 0.
-      const auto features = deepstack->embeds[i].to(device, h.scalar_type());
+      auto features = deepstack->embeds[i].to(device, h.scalar_type());
+      if (visual_rows.defined()) features = features.index_select(0, visual_rows);
       h = h + torch::zeros_like(h).masked_scatter(visual_mask.unsqueeze(-1), features);
     }
   }

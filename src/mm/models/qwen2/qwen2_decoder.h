@@ -26,6 +26,7 @@
 #include "mm/nn/moe.h"
 #include "mm/nn/norms.h"
 #include "mm/nn/rotary.h"
+#include "mm/nn/sequence_split.h"
 #include "mm/nn/varlen_attention.h"
 #include "mm/models/qwen2/qwen2_text_config.h"
 
@@ -49,6 +50,9 @@ struct AttentionMask {
   // (as transformers' create_recurrent_attention_mask: never for a one-token decode step).
   torch::Tensor linear_padding;
   std::vector<int64_t> cu_seqlens;  // packed samples: where the DeltaNet state and conv window restart
+  // Context parallelism: this forward holds some of the sequence's tokens, and attention reaches
+  // the rest through the split (causal within each document as the split was made).
+  std::shared_ptr<const SequenceSplit> split;
 };
 
 // Causal attention for q_len new positions after `past` cached ones. padding_mask: [batch,
@@ -128,17 +132,24 @@ class Qwen2ModelImpl : public torch::nn::Module {
   // cu_seqlens:    packed samples: empty, or [0, end of sample 0, ..., seq] with batch 1, no
   //                padding mask and no cache; attention stays causal within each sample, and a
   //                Gated DeltaNet layer's state and conv window restart at each
-  // deepstack:     optional vision features for the first layers (no more than there are layers)
+  // deepstack:     optional vision features for the first layers (no more than there are layers);
+  //                with a split, over the whole sequence (each rank adds its tokens' own)
+  // split:         context parallelism: inputs_embeds and position_ids hold this rank's tokens
+  //                (split->positions) of a sequence whose documents the split was made for; no
+  //                padding mask, cu_seqlens or cache then (a right-padded row is one causal
+  //                document whose padding no real token sees); attention layers only
   // returns:       [batch, seq, hidden], after the final norm
   torch::Tensor forward(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                         const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
-                        const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr);
+                        const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr,
+                        std::shared_ptr<const SequenceSplit> split = nullptr);
 
   // The rotary tables and the mask forward builds for these arguments (checked as forward checks
   // them); a head over the same positions (multi-token prediction) runs its layers with them.
   DecoderContext context(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                          const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
-                         const std::vector<int64_t>& cu_seqlens = {}) const;
+                         const std::vector<int64_t>& cu_seqlens = {},
+                         std::shared_ptr<const SequenceSplit> split = nullptr) const;
 
   // input_ids: [batch, seq] int64 -> [batch, seq, hidden]
   torch::Tensor embed(const torch::Tensor& input_ids);

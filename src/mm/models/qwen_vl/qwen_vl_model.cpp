@@ -202,7 +202,41 @@ VisionFeatures QwenVLForConditionalGenerationImpl::image_features(const torch::T
   const auto dtype = params.empty() ? weight.scalar_type() : params.front().scalar_type();
   MM_CHECK(pixel_values.dim() == 2, "pixel values must be [patches, channels * temporal_patch * patch^2], got ",
            pixel_values.sizes());
-  return visual->features(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
+  if (!vision_items) return visual->features(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
+  return dealt_features(pixel_values.to(weight.device(), dtype), grid_thw);
+}
+
+VisionFeatures QwenVLForConditionalGenerationImpl::dealt_features(const torch::Tensor& pixel_values,
+                                                                  const torch::Tensor& grid_thw) {
+  check_grid(grid_thw, "grid_thw");
+  // One item per frame (temporal patch), in the processor's order: frame-major within an item.
+  const auto grid = grid_thw.to(torch::kCPU).to(torch::kInt64).contiguous();
+  const int64_t merge = config_.spatial_merge_size();
+  std::vector<int64_t> patches, merged_rows, frame_rows;  // per frame; frame_rows: its (1, h, w)
+  for (int64_t i = 0; i < grid.size(0); ++i) {
+    const int64_t t = grid[i][0].item<int64_t>(), h = grid[i][1].item<int64_t>(), w = grid[i][2].item<int64_t>();
+    for (int64_t f = 0; f < t; ++f) {
+      patches.push_back(h * w);
+      merged_rows.push_back(h * w / (merge * merge));
+      frame_rows.insert(frame_rows.end(), {1, h, w});
+    }
+  }
+  const int64_t total = std::accumulate(patches.begin(), patches.end(), int64_t{0});
+  MM_CHECK(pixel_values.size(0) == total, "pixel values have ", pixel_values.size(0), " patches but the grid gives ",
+           total);
+  const auto deal = vision_items(patches);
+  const auto first = static_cast<size_t>(deal.first), end = first + static_cast<size_t>(deal.count);
+  const int64_t offset = std::accumulate(patches.begin(), patches.begin() + static_cast<std::ptrdiff_t>(first), int64_t{0});
+  const int64_t mine = std::accumulate(patches.begin() + static_cast<std::ptrdiff_t>(first),
+                                       patches.begin() + static_cast<std::ptrdiff_t>(end), int64_t{0});
+  const auto my_grid = torch::tensor(std::vector<int64_t>(frame_rows.begin() + static_cast<std::ptrdiff_t>(3 * first),
+                                                          frame_rows.begin() + static_cast<std::ptrdiff_t>(3 * end)),
+                                     torch::kInt64)
+                           .view({-1, 3});
+  auto features = visual->features(pixel_values.narrow(0, offset, mine), my_grid.to(pixel_values.device()));
+  features.merged = deal.gather(features.merged, merged_rows);
+  for (auto& layer : features.deepstack) layer = deal.gather(layer, merged_rows);
+  return features;
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInputs& inputs, DeepstackInputs* deepstack) {
@@ -210,36 +244,72 @@ torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInput
            "input_ids must be [batch, seq], got ", inputs.input_ids.defined() ? c10::str(inputs.input_ids.sizes()) : "none");
   auto ids = inputs.input_ids.to(model->embed_tokens->weight.device());
   auto embeds = model->embed(ids);
-  std::vector<ModalityDeepstack> deepstack_parts;
-  auto splice = [&](const torch::Tensor& pixels, const torch::Tensor& grid, int64_t token_id, const char* what,
-                    const char* grid_name) {
-    auto mask = ids == token_id;  // [batch, seq]
-    const int64_t n_tokens = mask.sum().item<int64_t>();
-    if (!pixels.defined()) {
-      MM_CHECK(n_tokens == 0, "input_ids has ", n_tokens, " ", what, " placeholder tokens (id ", token_id,
-               ") but no pixel values were given for them");
-      return;
-    }
-    check_grid(grid, grid_name);
-    const auto counts = merged_token_counts(grid, config_.spatial_merge_size());
-    const int64_t n_features = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-    MM_CHECK(n_features == n_tokens, what, " features and ", what, " tokens do not match: input_ids has ", n_tokens,
-             " ", what, " placeholder tokens (id ", token_id, ") but ", grid_name, " gives ", n_features, " ", what,
-             " embeddings");
-    auto features = image_features(pixels, grid);
-    const torch::Tensor& merged = features.merged;
-    MM_CHECK(merged.dim() == 2 && merged.size(0) == n_features && merged.size(1) == embeds.size(-1),
-             "the vision encoder returned ", merged.sizes(), " for ", grid_name, ", expected [", n_features, ", ",
-             embeds.size(-1), "]");
-    embeds = embeds.masked_scatter(mask.unsqueeze(-1), merged.to(embeds.scalar_type()));
-    if (features.deepstack.empty()) return;
-    MM_CHECK(deepstack != nullptr, "embed_inputs: this ", config_.model_type(),
-             " model adds DeepStack features of its ", what,
-             "s in its first decoder layers; the caller must take them (a DeepstackInputs) and pass them to decode");
-    deepstack_parts.push_back({mask, std::move(features.deepstack)});
+  // The placeholders of each modality against its grid, checked before anything is encoded.
+  struct Modality {
+    const torch::Tensor& pixels;
+    const torch::Tensor& grid;
+    int64_t token_id;
+    const char* what;
+    const char* grid_name;
+    torch::Tensor mask;  // [batch, seq] bool
+    int64_t features = 0;
   };
-  splice(inputs.pixel_values, inputs.image_grid_thw, config_.image_token_id, "image", "image_grid_thw");
-  splice(inputs.pixel_values_videos, inputs.video_grid_thw, config_.video_token_id, "video", "video_grid_thw");
+  std::array<Modality, 2> modalities{
+      Modality{inputs.pixel_values, inputs.image_grid_thw, config_.image_token_id, "image", "image_grid_thw", {}},
+      Modality{inputs.pixel_values_videos, inputs.video_grid_thw, config_.video_token_id, "video", "video_grid_thw",
+               {}}};
+  std::vector<Modality*> present;
+  for (auto& m : modalities) {
+    m.mask = ids == m.token_id;
+    const int64_t n_tokens = m.mask.sum().item<int64_t>();
+    if (!m.pixels.defined()) {
+      MM_CHECK(n_tokens == 0, "input_ids has ", n_tokens, " ", m.what, " placeholder tokens (id ", m.token_id,
+               ") but no pixel values were given for them");
+      continue;
+    }
+    check_grid(m.grid, m.grid_name);
+    const auto counts = merged_token_counts(m.grid, config_.spatial_merge_size());
+    m.features = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    MM_CHECK(m.features == n_tokens, m.what, " features and ", m.what, " tokens do not match: input_ids has ",
+             n_tokens, " ", m.what, " placeholder tokens (id ", m.token_id, ") but ", m.grid_name, " gives ",
+             m.features, " ", m.what, " embeddings");
+    present.push_back(&m);
+  }
+  if (present.empty()) {
+    if (deepstack) *deepstack = DeepstackInputs{};
+    return embeds;
+  }
+  // Images and videos through the tower in one pass (each item is encoded on its own either way,
+  // as the reference's two passes do): a sharded tower's blocks then run once per micro-batch.
+  std::vector<torch::Tensor> pixels, grids;
+  for (const auto* m : present) {
+    pixels.push_back(m->pixels.to(present.front()->pixels.scalar_type()));
+    grids.push_back(m->grid.to(torch::kCPU).to(torch::kInt64));
+  }
+  const auto grid_names = present.size() == 1 ? std::string(present.front()->grid_name)
+                                              : "image_grid_thw and video_grid_thw";
+  auto features = present.size() == 1 ? image_features(pixels.front(), grids.front())
+                                       : image_features(torch::cat(pixels), torch::cat(grids));
+  const int64_t n_features = present.size() == 1 ? present.front()->features : present[0]->features + present[1]->features;
+  MM_CHECK(features.merged.dim() == 2 && features.merged.size(0) == n_features &&
+               features.merged.size(1) == embeds.size(-1),
+           "the vision encoder returned ", features.merged.sizes(), " for ", grid_names, ", expected [", n_features, ", ",
+           embeds.size(-1), "]");
+  std::vector<ModalityDeepstack> deepstack_parts;
+  int64_t offset = 0;
+  for (const auto* m : present) {
+    embeds = embeds.masked_scatter(m->mask.unsqueeze(-1),
+                                   features.merged.narrow(0, offset, m->features).to(embeds.scalar_type()));
+    if (!features.deepstack.empty()) {
+      MM_CHECK(deepstack != nullptr, "embed_inputs: this ", config_.model_type(),
+               " model adds DeepStack features of its ", m->what,
+               "s in its first decoder layers; the caller must take them (a DeepstackInputs) and pass them to decode");
+      std::vector<torch::Tensor> layers;
+      for (const auto& layer : features.deepstack) layers.push_back(layer.narrow(0, offset, m->features));
+      deepstack_parts.push_back({m->mask, std::move(layers)});
+    }
+    offset += m->features;
+  }
   if (deepstack) *deepstack = deepstack_parts.empty() ? DeepstackInputs{} : joined_deepstack(deepstack_parts);
   return embeds;
 }
@@ -348,8 +418,9 @@ torch::Tensor QwenVLForConditionalGenerationImpl::decode(const torch::Tensor& in
                                                          const torch::Tensor& position_ids,
                                                          const torch::Tensor& padding_mask, KVCache* cache,
                                                          const std::vector<int64_t>& cu_seqlens,
-                                                         const DeepstackInputs* deepstack) {
-  return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens, deepstack);
+                                                         const DeepstackInputs* deepstack,
+                                                         std::shared_ptr<const SequenceSplit> split) {
+  return model->forward(inputs_embeds, position_ids, padding_mask, cache, cu_seqlens, deepstack, std::move(split));
 }
 
 torch::Tensor QwenVLForConditionalGenerationImpl::lm_logits(const torch::Tensor& hidden) {

@@ -16,6 +16,7 @@
 #include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/qwen2/multi_token_prediction.h"
 #include "mm/models/qwen2/qwen2_decoder.h"
+#include "mm/nn/sequence_split.h"
 #include "mm/nn/vision_tower.h"
 
 namespace mm {
@@ -85,7 +86,9 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   torch::Tensor embed_inputs(const QwenVLInputs& inputs, DeepstackInputs* deepstack = nullptr);
 
   // Vision features of all images (or videos): merged [sum(t * h * w) / merge^2, hidden], and the
-  // DeepStack features of towers that have them.
+  // DeepStack features of towers that have them. With vision_items set, this rank encodes its
+  // share of the frames (a video's t temporal patches are t items of one frame: no tower attends
+  // across them) and gathers everyone's.
   VisionFeatures image_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
 
   // qwen_vl_rope_index with this model's config.
@@ -97,9 +100,12 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   // samples (batch 1, see Qwen2ModelImpl::forward); position_ids then hold each sample's own
   // positions side by side.
   // deepstack: what embed_inputs filled in, for the prefill or training forward.
+  // split: context parallelism (Qwen2ModelImpl::forward): inputs_embeds and position_ids hold this
+  // rank's tokens, the deepstack features the whole sequence's.
   torch::Tensor decode(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
                        const torch::Tensor& padding_mask = {}, KVCache* cache = nullptr,
-                       const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr);
+                       const std::vector<int64_t>& cu_seqlens = {}, const DeepstackInputs* deepstack = nullptr,
+                       std::shared_ptr<const SequenceSplit> split = nullptr);
 
   // hidden [..., hidden] -> logits [..., vocab] (lm_head, or the embedding matrix when tied).
   torch::Tensor lm_logits(const torch::Tensor& hidden);
@@ -113,7 +119,17 @@ class QwenVLForConditionalGenerationImpl : public torch::nn::Module {
   Linear lm_head{nullptr};              // null when tie_word_embeddings
   MultiTokenPrediction mtp{nullptr};   // Qwen3.5's mtp.* head, when built with it
 
+  // Context parallelism (set by training; unset: off). The training loss splits the decoder's
+  // sequence with `context_parallel` (each document causal; M-RoPE positions, embeddings and the
+  // vision features spliced in computed for the whole sequence first) and image_features deals
+  // the vision tower's frames with `vision_items`.
+  SequenceSplitter context_parallel;
+  ItemSplitter vision_items;
+
  private:
+  // image_features under context parallelism: this rank's frames through the tower, all gathered.
+  VisionFeatures dealt_features(const torch::Tensor& pixel_values, const torch::Tensor& grid_thw);
+
   QwenVLConfig config_;
 };
 TORCH_MODULE(QwenVLForConditionalGeneration);
