@@ -126,6 +126,16 @@ inline void expect_equal_to_single_process(const RunResult& run, const RunResult
   expect_equal_runs(run, single, kSteps);
 }
 
+// A run resumed from `straight`'s checkpoint at step `saved` logged steps saved + 1 .. kSteps,
+// each with the loss the uninterrupted run had (1e-5 relative).
+inline void expect_resumed_like(const RunResult& resumed, const RunResult& straight, int64_t saved) {
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  const auto expected = losses_of(straight), got = losses_of(resumed);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps - saved));
+  for (int64_t step = saved + 1; step <= kSteps; ++step)
+    EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * expected.at(step)) << "step " << step;
+}
+
 // The run summary's counters (the last record of rank 0's metrics.jsonl), empty if none.
 inline nlohmann::json summary_counters(const RunResult& run) {
   for (const auto& r : records(run.dir / "run"))

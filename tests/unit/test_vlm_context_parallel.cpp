@@ -137,6 +137,19 @@ TEST(VlmContextParallel, Qwen3VLMoEWithTheLoadBalancingLossOverTwoProcessesEqual
       train_on_videos("vlm_cp_moe", 2, 2, "--set parallel.cp_ulysses=1 --set train.recompute=true", model), single);
 }
 
+// Context and expert parallelism together on four processes: two data-parallel groups of cp=2,
+// the experts spread over ep=2 (ranks of different groups), each expert cut over its cp pair. The
+// aux loss is a function of each micro-batch, so both layouts cut one-sample micro-batches.
+TEST(VlmContextParallel, Qwen3VLMoEWithContextAndExpertParallelismEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_vl_moe_dir(testing::temp_dir("vlm_cp_ep_model"));
+  const auto single =
+      train_on_videos("vlm_cp_ep_single", 1, 1, "--set train.micro_batch_size=1 --set train.grad_accum=8", model);
+  const auto both = train_on_videos(
+      "vlm_cp_ep", 4, 2, "--set parallel.ep=2 --set train.micro_batch_size=1 --set train.grad_accum=4", model);
+  EXPECT_NE(both.output.find("ep=2"), std::string::npos) << both.output;
+  expect_equal_to_single_process(both, single);
+}
+
 // Saved at step 5 by a cp=2 run, resumed on one process and on four (cp=2 x 2 FSDP groups):
 // steps 6..10 equal the uninterrupted run's.
 TEST(VlmContextParallel, AContextParallelCheckpointResumesOnOneAndOnFourProcesses) {
@@ -147,12 +160,7 @@ TEST(VlmContextParallel, AContextParallelCheckpointResumesOnOneAndOnFourProcesse
   for (const auto& [name, ranks, cp] : {std::tuple<std::string, int, int>{"vlm_cp_resume_one", 1, 1},
                                        std::tuple<std::string, int, int>{"vlm_cp_resume_four", 4, 2}}) {
     SCOPED_TRACE(name);
-    const auto resumed = train_on_videos(name, ranks, cp, "--set output.resume=" + saved.string());
-    ASSERT_EQ(resumed.status, 0) << resumed.output;
-    const auto expected = losses_of(saving), got = losses_of(resumed);
-    ASSERT_EQ(got.size(), 5u);
-    for (int64_t step = 6; step <= kSteps; ++step)
-      EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * expected.at(step)) << "step " << step;
+    expect_resumed_like(train_on_videos(name, ranks, cp, "--set output.resume=" + saved.string()), saving, 5);
   }
 }
 
@@ -169,14 +177,10 @@ TEST(VlmContextParallel, ComputeBalancedDataParallelEqualsTheUnbalancedRun) {
   expect_equal_to_single_process(balanced, padded_single());
   expect_equal_to_single_process(train_on_videos("vlm_balanced_cp", 4, 2, "--set data.balance_compute=true"),
                                  padded_single());
-  const auto resumed = train_on_videos(
-      "vlm_balanced_resume", 1, 1,
-      "--set output.resume=" + (balanced.dir / "run" / "checkpoints" / "step-00000005").string());
-  ASSERT_EQ(resumed.status, 0) << resumed.output;
-  const auto expected = losses_of(balanced), got = losses_of(resumed);
-  ASSERT_EQ(got.size(), 5u);
-  for (int64_t step = 6; step <= kSteps; ++step)
-    EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * expected.at(step)) << "step " << step;
+  expect_resumed_like(train_on_videos("vlm_balanced_resume", 1, 1,
+                                      "--set output.resume=" +
+                                          (balanced.dir / "run" / "checkpoints" / "step-00000005").string()),
+                      balanced, 5);
   const auto packed = train_on_videos("vlm_balanced_packed", 2, 1, "--set data.balance_compute=true --set data.packing=true");
   EXPECT_NE(packed.status, 0);
   EXPECT_NE(packed.output.find("balance_compute"), std::string::npos) << packed.output;
@@ -188,6 +192,10 @@ TEST(VlmContextParallel, UnsupportedLayoutsAreRefusedNamingTheKey) {
   const auto deltanet = train_on_videos("vlm_cp_qwen3_5", 2, 2, "--set model.mtp_loss_weight=0", hybrid);
   EXPECT_NE(deltanet.status, 0);
   EXPECT_NE(deltanet.output.find("is a Gated DeltaNet (linear attention)"), std::string::npos) << deltanet.output;
+  const auto both = train_on_videos("vlm_cp_ep_too_many", 4, 4, "--set parallel.ep=2");
+  EXPECT_NE(both.status, 0);
+  EXPECT_NE(both.output.find("parallel.ep=2 x parallel.cp=4 does not divide parallel.dp_shard=4"), std::string::npos)
+      << both.output;
   const auto heads = train_on_videos("vlm_cp_heads", 3, 3, "");
   EXPECT_NE(heads.status, 0);
   EXPECT_NE(heads.output.find("parallel.cp_ulysses=3 (the Ulysses degree; cp=3 when unset) does not divide the "

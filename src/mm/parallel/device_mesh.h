@@ -28,8 +28,12 @@ const char* to_string(MeshDim dim);  // "dp_shard", ...
 
 // The ranks FSDP cuts the non-expert parameters over (and whose norms it sums): the data-sharding
 // ranks, those an ep dimension took included, and the context-parallel ones (which hold parts of
-// the same samples, so their gradients add up). Experts are cut over dp_shard alone.
+// the same samples, so their gradients add up).
 inline const std::vector<MeshDim> kDataShardDims{MeshDim::dp_shard, MeshDim::cp_ring, MeshDim::cp_ulysses, MeshDim::ep};
+// The ranks that hold the same experts, which each expert is cut over: the data-sharding ranks
+// but those of ep (dp_shard, and the context-parallel ranks, whose tokens of one sample reach the
+// same experts).
+inline const std::vector<MeshDim> kExpertShardDims{MeshDim::dp_shard, MeshDim::cp_ring, MeshDim::cp_ulysses};
 // The ranks that split one sample's sequence (context parallelism), in cp rank order.
 inline const std::vector<MeshDim> kContextParallelDims{MeshDim::cp_ring, MeshDim::cp_ulysses};
 // The ranks that read different data: every dimension but the context-parallel ones.

@@ -94,7 +94,7 @@ FullyShardedModel::FullyShardedModel(std::vector<UnitSpec> specs, const DeviceMe
       storage_device_(options.cpu_offload ? c10::Device(c10::kCPU) : compute_device),
       streams_(compute_device) {
   data_space_ = {mesh.group(kDataShardDims), mesh.coordinate(kDataShardDims), mesh.size(kDataShardDims)};
-  expert_space_ = {mesh.group(MeshDim::dp_shard), mesh.coordinate(MeshDim::dp_shard), mesh.size(MeshDim::dp_shard)};
+  expert_space_ = {mesh.group(kExpertShardDims), mesh.coordinate(kExpertShardDims), mesh.size(kExpertShardDims)};
   replicate_group_ = mesh.group(MeshDim::dp_replicate);
   dp_group_ = mesh.world();
   experts_ = experts;

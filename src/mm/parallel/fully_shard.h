@@ -20,9 +20,9 @@
 //
 // With expert parallelism (expert_parallel.h) the non-expert parameters are cut over the flattened
 // dp_shard x ep ranks (kDataShardDims), and each block's local experts form a unit of their own,
-// gathered and reduced with the block but cut over dp_shard alone (the ranks that hold the same
-// experts: torchtitan's efsdp), and never replicated across ep; other ranks' experts are not
-// held at all.
+// gathered and reduced with the block but cut over dp_shard (x cp: kExpertShardDims, the ranks
+// that hold the same experts: torchtitan's efsdp), and never replicated across ep; other ranks'
+// experts are not held at all.
 //
 // Contract: all ranks run the same units in the same order in every micro-batch (as with torch's
 // FSDP); e.g. a text-only micro-batch on one rank while another has images would stall the
@@ -178,7 +178,7 @@ class FullyShardedModel {
   c10::Device compute_device_, storage_device_;
   CollectiveStreams streams_;
   c10::intrusive_ptr<c10d::Backend> replicate_group_, dp_group_;
-  Space data_space_, expert_space_;  // everything but experts; the experts (dp_shard alone)
+  Space data_space_, expert_space_;  // everything but experts; the experts (kExpertShardDims)
   ExpertPlacement* experts_ = nullptr;
   std::vector<Unit> units_;
   std::map<torch::nn::Module*, std::vector<size_t>> units_of_block_;  // the block's, then its experts'

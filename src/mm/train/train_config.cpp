@@ -97,7 +97,6 @@ void read_parallel_section(const YAML::Node& root, const std::string& file, Trai
   parallel.check(out.cp >= 1, "cp", "must be at least 1 (1: no context parallelism)");
   parallel.check(out.cp_ulysses >= 0 && (out.cp_ulysses == 0 || out.cp % out.cp_ulysses == 0), "cp_ulysses",
                  "must divide cp (0: cp, Ulysses alone; 1: ring alone)");
-  parallel.check(out.cp == 1 || out.ep == 1, "cp", "context and expert parallelism together are not supported yet");
   parallel.check(out.timeout_s > 0, "timeout_s", "must be positive");
   parallel.finish();
 }

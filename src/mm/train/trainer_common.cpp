@@ -26,6 +26,8 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
            " (expert parallelism takes its ranks from the data-sharding ones)");
   MM_CHECK(shard % parallel.cp == 0, "parallel.cp=", parallel.cp, " does not divide parallel.dp_shard=", shard,
            " (context parallelism takes its ranks from the data-sharding ones)");
+  MM_CHECK(shard % (parallel.ep * parallel.cp) == 0, "parallel.ep=", parallel.ep, " x parallel.cp=", parallel.cp,
+           " does not divide parallel.dp_shard=", shard, " (both take their ranks from the data-sharding ones)");
   const int64_t ulysses = parallel.cp_ulysses == 0 ? parallel.cp : parallel.cp_ulysses;
   dist::RendezvousOptions options;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(parallel.timeout_s * 1000));
@@ -34,18 +36,20 @@ void setup_data_parallel(const TrainConfig::Parallel& parallel, std::optional<di
   // ranks each expert is cut over); FSDP cuts the rest over the flattened dp_shard x ep.
   parallel::DeviceMesh::Dims dims{{MeshDim::dp_replicate, env.world_size / shard},
                                   {MeshDim::dp_shard, shard / parallel.ep / parallel.cp}};
-  std::vector<std::vector<MeshDim>> flattened;
-  if (parallel.ep > 1) {
-    dims.emplace_back(MeshDim::ep, parallel.ep);
-    if (shard / parallel.ep > 1) flattened.push_back(parallel::kDataShardDims);
-  }
+  if (parallel.ep > 1) dims.emplace_back(MeshDim::ep, parallel.ep);
   if (parallel.cp > 1) {
     // Innermost, Ulysses inside ring: cp rank = ring index x cp_ulysses + Ulysses index, and the
     // ranks of one cp group are consecutive (what data_rank_values relies on).
     dims.emplace_back(MeshDim::cp_ring, parallel.cp / ulysses);
     dims.emplace_back(MeshDim::cp_ulysses, ulysses);
-    if (shard / parallel.cp > 1 || (ulysses > 1 && parallel.cp / ulysses > 1)) flattened.push_back(parallel::kDataShardDims);
-    if (ulysses > 1 && parallel.cp / ulysses > 1) flattened.push_back(parallel::kContextParallelDims);
+  }
+  // The flattened groups the layout needs: those of several dimensions of size > 1.
+  std::vector<std::vector<MeshDim>> flattened;
+  for (const auto& set : {parallel::kDataShardDims, parallel::kExpertShardDims, parallel::kContextParallelDims}) {
+    int64_t wide = 0;
+    for (const auto dim : set)
+      for (const auto& [d, size] : dims) wide += d == dim && size > 1;
+    if (wide >= 2) flattened.push_back(set);
   }
   mesh = std::make_unique<parallel::DeviceMesh>(*job, dims, device, /*groups_of_one=*/false, flattened);
   log::info("data parallel over ", env.world_size, " processes: ", mesh->describe(), " (",
