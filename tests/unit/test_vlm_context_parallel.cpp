@@ -17,8 +17,6 @@ namespace mm {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::kMmtrain;
-using testing::run_command;
 using namespace testing::launched;
 
 // Shapes images and moving-shape videos interleaved (two images, one video): micro-batches hold

@@ -10,6 +10,15 @@
 
 namespace mm::parallel {
 
+ContextParallelGroups context_parallel_groups(const DeviceMesh& mesh, int64_t heads, const std::string& whose) {
+  const int64_t cp = mesh.size(kContextParallelDims), ulysses = mesh.size(MeshDim::cp_ulysses);
+  MM_CHECK(heads % ulysses == 0, "parallel.cp_ulysses=", ulysses, " (the Ulysses degree; cp=", cp,
+           " when unset) does not divide ", whose, " ", heads,
+           " attention heads: choose a degree that does, and ring attention across for the rest (cp = cp_ulysses x "
+           "ring)");
+  return {mesh.group(kContextParallelDims), mesh.group(MeshDim::cp_ulysses), mesh.group(MeshDim::cp_ring)};
+}
+
 SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
   // The last split made, reused while the layout repeats (every step of a fixed-size video, every
   // layer of a model that asks per layer).
@@ -89,7 +98,7 @@ ItemSplitter item_splitter(const ContextParallelGroups& groups) {
     split.first = starts[static_cast<size_t>(rank)];
     split.count = starts[static_cast<size_t>(rank) + 1] - split.first;
     split.gather = [group, starts](const at::Tensor& rows, const std::vector<int64_t>& rows_per_item) {
-      MM_CHECK(rows_per_item.size() + 1 == static_cast<size_t>(starts.back()) + 1,
+      MM_CHECK(static_cast<int64_t>(rows_per_item.size()) == starts.back(),
                "context parallelism: rows for ", rows_per_item.size(), " items, dealt ", starts.back());
       std::vector<int64_t> sizes;
       for (size_t r = 0; r + 1 < starts.size(); ++r) {

@@ -5,6 +5,9 @@
 #pragma once
 #include "mm/nn/sequence_split.h"
 #include "mm/parallel/autograd_collectives.h"
+#include "mm/parallel/device_mesh.h"
+
+#include <string>
 
 namespace mm::parallel {
 
@@ -13,6 +16,11 @@ namespace mm::parallel {
 struct ContextParallelGroups {
   Group cp, ulysses, ring;
 };
+
+// The mesh's context-parallel groups for a model whose attention has `heads` heads (`whose`, e.g.
+// "the decoder's", names them in the error): a Ulysses degree that does not divide them is refused
+// before anything trains, naming parallel.cp_ulysses.
+ContextParallelGroups context_parallel_groups(const DeviceMesh& mesh, int64_t heads, const std::string& whose);
 
 SequenceSplitter sequence_splitter(const ContextParallelGroups& groups);
 

@@ -246,14 +246,8 @@ class VideoTrainingTask : public TrainingTask {
     cp_ = mesh.size(parallel::kContextParallelDims);
     if (cp_ == 1) return;
     const int64_t ulysses = mesh.size(parallel::MeshDim::cp_ulysses), ring = mesh.size(parallel::MeshDim::cp_ring);
-    const int64_t heads = model_->transformer->config().num_attention_heads;
-    MM_CHECK(heads % ulysses == 0, "parallel.cp_ulysses=", ulysses, " (the Ulysses degree; cp=", cp_,
-             " when unset) does not divide the transformer's ", heads,
-             " attention heads: choose a degree that does, and ring attention across for the rest (cp = cp_ulysses x "
-             "ring)");
-    model_->transformer->context_parallel = parallel::sequence_splitter(
-        {mesh.group(parallel::kContextParallelDims), mesh.group(parallel::MeshDim::cp_ulysses),
-         mesh.group(parallel::MeshDim::cp_ring)});
+    model_->transformer->context_parallel = parallel::sequence_splitter(parallel::context_parallel_groups(
+        mesh, model_->transformer->config().num_attention_heads, "the transformer's"));
     log::info("context parallelism: each sample's video tokens split over cp=", cp_, " ranks (Ulysses ", ulysses,
               " x ring ", ring, ")");
   }

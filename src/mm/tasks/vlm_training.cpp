@@ -303,10 +303,7 @@ class VlmTrainingTask : public TrainingTask {
     if (cp == 1) return;
     const int64_t ulysses = mesh.size(parallel::MeshDim::cp_ulysses), ring = mesh.size(parallel::MeshDim::cp_ring);
     const auto& text = model_->config().text;
-    MM_CHECK(text.num_attention_heads % ulysses == 0, "parallel.cp_ulysses=", ulysses,
-             " (the Ulysses degree; cp=", cp, " when unset) does not divide the decoder's ", text.num_attention_heads,
-             " attention heads: choose a degree that does, and ring attention across for the rest (cp = cp_ulysses x "
-             "ring)");
+    const auto groups = parallel::context_parallel_groups(mesh, text.num_attention_heads, "the decoder's");
     for (int64_t i = 0; i < text.num_hidden_layers; ++i)
       MM_CHECK(!text.is_linear_attention_layer(i), "parallel.cp=", cp, ": decoder layer ", i, " of ",
                config_.model.path.string(),
@@ -314,9 +311,6 @@ class VlmTrainingTask : public TrainingTask {
                "parallelism splits attention layers only (not yet Qwen3.5's hybrid decoder)");
     MM_CHECK(loss_weights_.mtp_loss_weight == 0, "parallel.cp=", cp,
              ": the multi-token-prediction head reads tokens ahead across the split; set model.mtp_loss_weight: 0");
-    const parallel::ContextParallelGroups groups{mesh.group(parallel::kContextParallelDims),
-                                                 mesh.group(parallel::MeshDim::cp_ulysses),
-                                                 mesh.group(parallel::MeshDim::cp_ring)};
     model_->context_parallel = parallel::sequence_splitter(groups);
     model_->vision_items = parallel::item_splitter(groups);
     log::info("context parallelism: each sample's tokens split over cp=", cp, " ranks (Ulysses ", ulysses, " x ring ",
