@@ -102,6 +102,21 @@ TEST(GlobalCursor, ARankThatRanAheadIsRemembered) {
   EXPECT_THROW(mm::after_taking(20, {}, {11, 10}, EpochRemainder::wrap), mm::Error);
 }
 
+// The one-pass deal of every rank (compute balancing needs them all) is each rank's own deal:
+// from the start, after uneven progress with positions done ahead, wrapping and dropping.
+TEST(GlobalCursor, EveryRanksPositionsAreEachRanksOwn) {
+  const std::vector<SamplerState> states = {{0, 0, {}}, {1, 5, {7, 9, 12}}, {2, 20, {}}, {0, 23, {}}};
+  for (const auto& from : states)
+    for (const int64_t world : {1, 3, 4})
+      for (const auto remainder : {EpochRemainder::wrap, EpochRemainder::drop}) {
+        const auto all = mm::every_rank_positions(23, from, world, remainder);
+        ASSERT_EQ(static_cast<int64_t>(all.size()), world);
+        for (int64_t r = 0; r < world; ++r)
+          EXPECT_EQ(all[static_cast<size_t>(r)], mm::rank_positions(23, from, r, world, remainder))
+              << "cursor " << from.cursor << ", world " << world << ", rank " << r;
+      }
+}
+
 TEST(GlobalCursor, PerRankCheckpointsOfTheOldFormatBecomeGlobal) {
   // Rank r of 2 took positions r, r + 2, ...: rank 0 took 3 (0, 2, 4), rank 1 took 4 (1, 3, 5, 7).
   const SamplerState s = mm::global_from_interleaved({{1, 3, {}}, {1, 4, {}}}, "old");

@@ -28,6 +28,13 @@ int64_t share_size(int64_t left, int64_t world, EpochRemainder remainder) {
   return remainder == EpochRemainder::wrap ? (left + world - 1) / world : left / world;
 }
 
+// Dealt index i of the positions `left` of an epoch of n: past the last, the deal wraps around to
+// the epoch's start (EpochRemainder::wrap pads the last round so).
+int64_t dealt_position(const std::vector<int64_t>& left, int64_t i, int64_t n) {
+  const auto m = static_cast<int64_t>(left.size());
+  return i < m ? left[static_cast<size_t>(i)] : (i - m) % n;
+}
+
 }  // namespace
 
 std::vector<int64_t> rank_positions(int64_t n, const SamplerState& from, int64_t rank, int64_t world,
@@ -38,11 +45,20 @@ std::vector<int64_t> rank_positions(int64_t n, const SamplerState& from, int64_t
   const int64_t count = share_size(m, world, remainder);
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) {
-    const int64_t i = k * world + rank;
-    mine.push_back(i < m ? left[static_cast<size_t>(i)] : (i - m) % n);
-  }
+  for (int64_t k = 0; k < count; ++k) mine.push_back(dealt_position(left, k * world + rank, n));
   return mine;
+}
+
+std::vector<std::vector<int64_t>> every_rank_positions(int64_t n, const SamplerState& from, int64_t world,
+                                                       EpochRemainder remainder) {
+  MM_CHECK(world >= 1, "data position: world size ", world);
+  const std::vector<int64_t> left = remaining_positions(n, from);
+  const int64_t count = share_size(static_cast<int64_t>(left.size()), world, remainder);
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(world));
+  for (auto& mine : out) mine.reserve(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k)
+    for (int64_t r = 0; r < world; ++r) out[static_cast<size_t>(r)].push_back(dealt_position(left, k * world + r, n));
+  return out;
 }
 
 SamplerState after_taking(int64_t n, const SamplerState& from, const std::vector<int64_t>& taken,

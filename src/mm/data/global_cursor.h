@@ -25,6 +25,10 @@ enum class EpochRemainder {
 std::vector<int64_t> rank_positions(int64_t n, const SamplerState& from, int64_t rank, int64_t world,
                                     EpochRemainder remainder);
 
+// Every rank's rank_positions in one pass over the epoch (world lists), for deals that need all.
+std::vector<std::vector<int64_t>> every_rank_positions(int64_t n, const SamplerState& from, int64_t world,
+                                                       EpochRemainder remainder);
+
 // The global state after rank r took the first taken[r] of its rank_positions(n, from, r, ...).
 SamplerState after_taking(int64_t n, const SamplerState& from, const std::vector<int64_t>& taken,
                           EpochRemainder remainder);

@@ -86,9 +86,8 @@ std::vector<int64_t> Sampler::positions(const SamplerState& from, int64_t rank,
 std::vector<std::vector<int64_t>> Sampler::balanced_positions(const SamplerState& from,
                                                               const std::vector<int64_t>& global) const {
   const int64_t world = options_.world;
-  std::vector<std::vector<int64_t>> dealt, out(static_cast<size_t>(world));
-  for (int64_t r = 0; r < world; ++r)
-    dealt.push_back(rank_positions(dataset_size(), from, r, world, EpochRemainder::wrap));
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(world));
+  const auto dealt = every_rank_positions(dataset_size(), from, world, EpochRemainder::wrap);
   const auto count = static_cast<int64_t>(dealt.front().size());  // the same for every rank
   for (int64_t start = 0; start < count; start += options_.balance_block) {
     const int64_t size = std::min(options_.balance_block, count - start);
