@@ -147,6 +147,11 @@ TEST(ModelFlops, WanDitMatchesAHandCount) {
   // 480: 8864. Ends: patch embedding 10*16*8 = 1280, output 10*8*16 = 1280, text projection
   // 3*(6*8 + 64) = 336: 2896. Two samples: 23520 MACs.
   EXPECT_DOUBLE_EQ(mm::wan_dit_training_flops(c, 2, 10, 3), 6.0 * 23520);
+  // Image-conditioned (image_dim 5), 4 CLIP tokens: image k, v 4*128 = 512; products 2*8*10*4 =
+  // 640; the image MLP 4*(25 + 40) = 260: 1412 more per sample. Without image_dim they add nothing.
+  EXPECT_DOUBLE_EQ(mm::wan_dit_training_flops(c, 2, 10, 3, 4), 6.0 * 23520);
+  c.image_dim = 5;
+  EXPECT_DOUBLE_EQ(mm::wan_dit_training_flops(c, 2, 10, 3, 4), 6.0 * (23520 + 2 * 1412));
 }
 
 TEST(ModelFlops, PeaksComeFromTheGpuName) {

@@ -74,13 +74,18 @@ TEST(ModelRegistry, AnUnknownTypeIsAnErrorListingTheSupportedOnes) {
   const auto none = error_of([&] { mm::model_spec_of(empty); });
   EXPECT_NE(none.find("neither config.json nor model_index.json"), std::string::npos) << none;
 
-  // A checkpoint is keyed by its own config.json.
+  // A checkpoint is keyed by its own files: a Qwen-VL one by its config.json, a Wan DiT's (whose
+  // config.json is the same for text and image to video) by the task in its trainer_state.json.
   const auto checkpoint = dir_with("registry_ckpt", "config.json", R"({"_class_name": "HunyuanVideoTransformer3DModel"})");
   const auto unknown = error_of([&] { mm::model_spec_of_checkpoint(checkpoint); });
   EXPECT_NE(unknown.find("HunyuanVideoTransformer3DModel"), std::string::npos) << unknown;
-  EXPECT_NE(unknown.find("WanTransformer3DModel"), std::string::npos) << unknown;
-  const auto wan = dir_with("registry_wan_ckpt", "config.json", R"({"_class_name": "WanTransformer3DModel"})");
-  EXPECT_EQ(mm::model_spec_of_checkpoint(wan).name, "wan_t2v");
+  EXPECT_NE(unknown.find("task text_to_video"), std::string::npos) << unknown;
+  for (const auto& [task, name] : std::map<std::string, std::string>{{"text_to_video", "wan_t2v"},
+                                                                      {"image_to_video", "wan_i2v"}}) {
+    const auto wan = dir_with("registry_wan_ckpt_" + task, "config.json", R"({"_class_name": "WanTransformer3DModel"})");
+    std::ofstream(wan / "trainer_state.json") << nlohmann::json{{"task", task}}.dump();
+    EXPECT_EQ(mm::model_spec_of_checkpoint(wan).name, name);
+  }
   EXPECT_EQ(mm::model_spec_of_checkpoint(kQwenTemplate).name, "qwen2_5_vl");
 }
 
@@ -118,8 +123,17 @@ TEST(ModelRegistry, ARunConfigsTaskMustTrainTheFamilyItsModelPathHolds) {
   EXPECT_EQ(mm::model_spec_of_run_config(parse("task: text_to_video\nmodel: {path: " + kWanTemplate.string() + "}"),
                                          "a.yaml").name,
             "wan_t2v");
+  const auto i2v_template = kSourceDir / "examples" / "wan" / "tiny-synth-i2v";
+  EXPECT_EQ(mm::model_spec_of_run_config(parse("task: image_to_video\nmodel: {path: " + i2v_template.string() + "}"),
+                                         "a.yaml").name,
+            "wan_i2v");
+  const auto i2v_mismatch = error_of([&] {
+    mm::model_spec_of_run_config(parse("task: text_to_video\nmodel: {path: " + i2v_template.string() + "}"), "a.yaml");
+  });
+  EXPECT_NE(i2v_mismatch.find("set task: image_to_video"), std::string::npos) << i2v_mismatch;
   const auto unknown = error_of([&] { mm::model_spec_of_run_config(parse("task: t2i"), "a.yaml"); });
-  EXPECT_NE(unknown.find("a.yaml: task: 't2i' is not one of vlm, text_to_video"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("a.yaml: task: 't2i' is not one of vlm, text_to_video, image_to_video"), std::string::npos)
+      << unknown;
   const auto mismatch = error_of(
       [&] { mm::model_spec_of_run_config(parse("task: vlm\nmodel: {path: " + kWanTemplate.string() + "}"), "a.yaml"); });
   EXPECT_NE(mismatch.find("model.path " + kWanTemplate.string()), std::string::npos) << mismatch;

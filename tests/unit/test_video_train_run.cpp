@@ -5,74 +5,16 @@
 // clips, a resumed run continues the uninterrupted one's losses, two FSDP processes equal one,
 // and broken clips are skipped and counted.
 #include <fstream>
-#include <tuple>
 
-#include "mm/core/safetensors.h"
-#include "mm/data/synth_video.h"
-#include "testing.h"
+#include "video_train_runs.h"
 
 namespace mm {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::golden_dir;
 using testing::kMmtrain;
 using testing::run_command;
-
-fs::path pipeline() { return golden_dir("wan_pipeline") / "euler" / "pipeline"; }
-
-// 24 clips of 9 frames at 32x32 (one bucket), shared by the tests of this binary.
-const fs::path& clips() {
-  static const fs::path dir = [] {
-    auto d = testing::temp_dir("video_train_clips");
-    VideoSynthOptions options;
-    options.train = 24;
-    options.test = 2;
-    options.frames = 9;
-    options.width = 32;
-    options.height = 32;
-    options.seed = 4;
-    write_video_dataset(d, options);
-    return d;
-  }();
-  return dir;
-}
-
-fs::path write_config(const fs::path& dir, const std::string& data, int64_t max_steps, const std::string& extra = "") {
-  fs::create_directories(dir);
-  const auto path = dir / "run.yaml";
-  std::ofstream(path) << "task: text_to_video\n"
-                      << "model:\n  path: " << pipeline().string() << "\n  max_sequence_length: 16\n"
-                      << data << "train:\n  seed: 3\n  micro_batch_size: 4\n  grad_accum: 2\n  max_steps: " << max_steps
-                      << "\n  threads: 1\n"
-                      << "flow_matching:\n  shift: 3.0\n  timestep_sampling: logit_normal\n"
-                      << "optim:\n  lr: 2.0e-3\n  weight_decay: 0.0\n"
-                      << "schedule:\n  kind: constant\n"
-                      << "output:\n  dir: " << (dir / "run").string() << "\n  keep_last: 2\n  tensorboard: false\n"
-                      << extra;
-  return path;
-}
-
-std::string clip_data(const fs::path& jsonl) {
-  return "data:\n  jsonl: " + jsonl.string() + "\n  buckets: [[9, 32, 32]]\n  num_workers: 1\n";
-}
-
-std::map<int64_t, double> losses_of(const fs::path& run_dir) {
-  std::map<int64_t, double> losses;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const auto r = nlohmann::json::parse(line);
-    if (r.contains("step") && r.contains("loss")) losses[r["step"].get<int64_t>()] = r["loss"].get<double>();
-  }
-  return losses;
-}
-
-double mean_loss(const std::map<int64_t, double>& losses, int64_t first, int64_t last) {
-  double sum = 0;
-  for (int64_t s = first; s <= last; ++s) sum += losses.at(s);
-  return sum / static_cast<double>(last - first + 1);
-}
+using namespace testing::video_runs;
 
 TEST(VideoTrainRun, LossFallsAndTheTrainedModelWritesAnMp4) {
   const auto dir = testing::temp_dir("video_train_learn");
@@ -227,61 +169,10 @@ TEST(VideoTrainRun, RecomputeEqualsAndBf16Trains) {
   }
 }
 
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const auto x = a.to(torch::kDouble), y = b.to(torch::kDouble);
-  return ((x - y).norm() / x.norm().clamp_min(1e-12)).item<double>();
-}
-
-// The largest relative difference between two runs' final transformers, after checking that
-// their losses agree within 1e-5.
-double expect_same_training(const fs::path& a_run, const fs::path& b_run, int64_t steps) {
-  const auto expected = losses_of(a_run), got = losses_of(b_run);
-  EXPECT_EQ(expected.size(), static_cast<size_t>(steps));
-  EXPECT_EQ(got.size(), static_cast<size_t>(steps));
-  for (const auto& [step, loss] : expected)
-    if (got.count(step)) {
-      EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
-    }
-  const auto a = Checkpoint::open(a_run / "final" / "transformer");
-  const auto b = Checkpoint::open(b_run / "final" / "transformer");
-  EXPECT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const auto& name : a.names()) {
-    const double err = relative_error(a.tensor(name), b.tensor(name));
-    EXPECT_LE(err, 1e-5) << name;
-    worst = std::max(worst, err);
-  }
-  std::cout << "largest relative weight difference to one process: " << worst << "\n";
-  return worst;
-}
-
-std::pair<int, std::string> launch(int processes, const fs::path& config, const std::string& settings) {
-  return run_command("OMP_NUM_THREADS=1 " + kMmtrain + " launch --nproc-per-node " + std::to_string(processes) +
-                     " --master-port " + std::to_string(testing::free_port()) + " -- train " + config.string() + " " +
-                     settings);
-}
-
-// `processes` launched with `launched` settings against one process accumulating two micro-batches
-// of 4: the same 8 clips per step, the same per-clip noise, so the same losses and weights up to
-// summation order. Returns the launched run's output.
-std::string expect_launched_equals_one_process(const std::string& name, int64_t steps, const std::string& settings,
-                                               int processes, const std::string& launched) {
-  const auto dir = testing::temp_dir(name);
-  const auto one = write_config(dir / "one", clip_data(clips() / "train.jsonl"), steps);
-  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + one.string() + " " + settings);
-  EXPECT_EQ(s1, 0) << o1;
-  const auto many = write_config(dir / "many", clip_data(clips() / "train.jsonl"), steps);
-  auto [s2, o2] = launch(processes, many, settings + " " + launched);
-  EXPECT_EQ(s2, 0) << o2;
-  if (s1 != 0 || s2 != 0) return o2;
-  expect_same_training(dir / "one" / "run", dir / "many" / "run", steps);
-  return o2;
-}
-
 // FSDP over two processes (micro-batch 4, no accumulation).
 std::string expect_fsdp_equals_one_process(const std::string& name, int64_t steps, const std::string& settings) {
-  return expect_launched_equals_one_process(name, steps, settings, 2,
-                                            "--set train.grad_accum=1 --set parallel.dp_shard=2");
+  return expect_layouts_equal_one_process(name, steps, settings,
+                                          {{"fsdp", 2, "--set train.grad_accum=1 --set parallel.dp_shard=2"}})[0];
 }
 
 TEST(VideoTrainRun, FsdpOverTwoProcessesEqualsOneProcess) {
@@ -298,46 +189,28 @@ TEST(VideoTrainRun, FsdpRanksLoadOnlyTheirRowsOfThePretrainedTransformer) {
 // Context parallelism: two processes split each clip's video tokens (and read the same batches,
 // so they accumulate two micro-batches of 4 as one process does), by Ulysses and by ring attention.
 TEST(VideoTrainRun, ContextParallelOverTwoProcessesEqualsOneProcess) {
-  const auto ulysses = expect_launched_equals_one_process("video_train_cp_ulysses", 3, "--set model.from_scratch=true",
-                                                          2, "--set parallel.cp=2");
-  EXPECT_NE(ulysses.find("context parallelism: each sample's video tokens split over cp=2 ranks (Ulysses 2 x ring 1)"),
-            std::string::npos) << ulysses;
-  const auto ring = expect_launched_equals_one_process("video_train_cp_ring", 3, "--set model.from_scratch=true", 2,
-                                                       "--set parallel.cp=2 --set parallel.cp_ulysses=1");
-  EXPECT_NE(ring.find("(Ulysses 1 x ring 2)"), std::string::npos) << ring;
+  const auto outputs = expect_layouts_equal_one_process(
+      "video_train_cp", 3, "--set model.from_scratch=true",
+      {{"ulysses", 2, "--set parallel.cp=2"}, {"ring", 2, "--set parallel.cp=2 --set parallel.cp_ulysses=1"}});
+  EXPECT_NE(outputs[0].find("context parallelism: each sample's video tokens split over cp=2 ranks (Ulysses 2 x ring 1)"),
+            std::string::npos) << outputs[0];
+  EXPECT_NE(outputs[1].find("(Ulysses 1 x ring 2)"), std::string::npos) << outputs[1];
 }
 
 // Four processes: USP (cp=4 as 2 x 2, beyond the tiny DiT's 2 heads), and cp=2 x FSDP over the
 // two data-parallel groups (each reading its own micro-batch of 4, no accumulation).
 TEST(VideoTrainRun, UspAndContextParallelTimesFsdpOverFourProcessesEqualOneProcess) {
-  expect_launched_equals_one_process("video_train_usp", 2, "--set model.from_scratch=true", 4,
-                                     "--set parallel.cp=4 --set parallel.cp_ulysses=2");
-  expect_launched_equals_one_process("video_train_cp_fsdp", 2, "--set model.from_scratch=true", 4,
-                                     "--set parallel.cp=2 --set train.grad_accum=1");
+  expect_layouts_equal_one_process("video_train_usp", 2, "--set model.from_scratch=true",
+                                   {{"usp", 4, "--set parallel.cp=4 --set parallel.cp_ulysses=2"},
+                                    {"cp_fsdp", 4, "--set parallel.cp=2 --set train.grad_accum=1"}});
 }
 
 // A checkpoint written by a cp=2 run resumes on one process and on four (cp=2 x 2 data-parallel
 // groups), each ending where an uninterrupted one-process run ends.
 TEST(VideoTrainRun, AContextParallelCheckpointResumesOnOneAndOnFourProcesses) {
-  const auto dir = testing::temp_dir("video_train_cp_resume");
-  const std::string settings = "--set model.from_scratch=true --set output.save_every=2";
-  const auto straight = write_config(dir / "straight", clip_data(clips() / "train.jsonl"), 4);
-  auto [s1, o1] = run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + straight.string() + " " + settings);
-  ASSERT_EQ(s1, 0) << o1;
-  const auto first = write_config(dir / "cp2", clip_data(clips() / "train.jsonl"), 2);
-  auto [s2, o2] = launch(2, first, settings + " --set parallel.cp=2");
-  ASSERT_EQ(s2, 0) << o2;
-  for (const auto& [name, processes, launched] :
-       {std::tuple<std::string, int, std::string>{"one", 1, ""},
-        std::tuple<std::string, int, std::string>{"four", 4, "--set parallel.cp=2 --set train.grad_accum=1"}}) {
-    const auto config = write_config(dir / name, clip_data(clips() / "train.jsonl"), 4);
-    fs::copy(dir / "cp2" / "run", dir / name / "run", fs::copy_options::recursive);
-    auto [s3, o3] = processes == 1 ? run_command("OMP_NUM_THREADS=1 " + kMmtrain + " train " + config.string() + " " + settings)
-                                   : launch(processes, config, settings + " " + launched);
-    ASSERT_EQ(s3, 0) << o3;
-    EXPECT_NE(o3.find("resumed from"), std::string::npos) << o3;
-    expect_same_training(dir / "straight" / "run", dir / name / "run", 4);
-  }
+  expect_checkpoint_resumes_in("video_train_cp_resume", 2, 4, "--set model.from_scratch=true",
+                               {"cp2", 2, "--set parallel.cp=2"},
+                               {{"one", 1, ""}, {"four", 4, "--set parallel.cp=2 --set train.grad_accum=1"}});
 }
 
 // `mmtrain export` (of a 2-process FSDP run) and `mmtrain convert` (of a one-process run) write a

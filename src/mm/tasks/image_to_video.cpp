@@ -161,36 +161,60 @@ WanImageConditioning prepare_image_conditioning(WanModel& model, const at::Tenso
   out.image = preprocess_video_image(image, o.height, o.width);
   if (last_image.defined()) out.last_image = preprocess_video_image(last_image, o.height, o.width);
 
-  const auto& vc = model.vae->config();
-  const int64_t frames = wan_pixel_frames(model, o), t = vc.temporal_compression(), s = vc.spatial_compression();
-  const int64_t latent_frames = (frames - 1) / t + 1, lh = o.height / s, lw = o.width / s;
+  const int64_t frames = wan_pixel_frames(model, o);
   MM_CHECK(!last_image.defined() || frames >= 2, "--last-image: needs at least 2 frames, got --frames ", o.frames);
-  // [1, 3, F, H, W]: the image, zero frames (mid-grey in [-1, 1]) for the frames to generate, then
-  // the last image; TI2V encodes the image alone ([1, 3, 1, H, W]).
-  std::vector<at::Tensor> parts{out.image.unsqueeze(2)};
   if (!expand) {
-    const int64_t zeros = frames - 1 - (last_image.defined() ? 1 : 0);
-    if (zeros > 0) parts.push_back(at::zeros({1, 3, zeros, o.height, o.width}, at::kFloat));
-    if (last_image.defined()) parts.push_back(out.last_image.unsqueeze(2));
+    // One condition, repeated per video (each video is conditioned on the same frames).
+    out.condition = wan_frame_condition(model, out.image, out.last_image, frames).repeat({batch, 1, 1, 1, 1});
+    return out;
   }
+  const auto video = out.image.unsqueeze(2);
+  const auto vae_weight = model.vae->parameters().front();
+  // retrieve_latents(sample_mode="argmax"): the mean; normalized in float32 as the pipeline does.
+  const auto mean = model.vae->encode(video.to(vae_weight.device(), vae_weight.scalar_type())).mean.to(at::kFloat);
+  out.condition = model.vae->normalize_latents(mean).to(at::kFloat).repeat({batch, 1, 1, 1, 1});
+  return out;
+}
+
+at::Tensor wan_frame_condition(WanModel& model, const at::Tensor& first, const at::Tensor& last, int64_t frames) {
+  MM_CHECK(model.vae, "the image condition needs the VAE (", model.dir.string(), "/vae)");
+  MM_CHECK(first.dim() == 4 && first.size(1) == 3, "the image condition: first frames must be [B, 3, H, W], got ",
+           first.sizes());
+  MM_CHECK(!last.defined() || last.sizes() == first.sizes(), "the image condition: last frames must be ",
+           first.sizes(), " as the first, got ", last.sizes());
+  const auto& vc = model.vae->config();
+  const int64_t t = vc.temporal_compression(), s = vc.spatial_compression();
+  MM_CHECK(frames >= (last.defined() ? 2 : 1) && (frames - 1) % t == 0, "the image condition: ", frames,
+           " pixel frames is not 1 + k * ", t, (last.defined() ? " with k >= 1" : ""));
+  const int64_t batch = first.size(0), height = first.size(2), width = first.size(3);
+  const int64_t latent_frames = (frames - 1) / t + 1, lh = height / s, lw = width / s;
+  torch::NoGradGuard no_grad;
+  // [B, 3, F, H, W]: the first frame, zero frames (mid-grey in [-1, 1]) for the frames to
+  // generate, then the last frame.
+  const auto options = first.options().dtype(at::kFloat);
+  std::vector<at::Tensor> parts{first.to(at::kFloat).unsqueeze(2)};
+  const int64_t zeros = frames - 1 - (last.defined() ? 1 : 0);
+  if (zeros > 0) parts.push_back(at::zeros({batch, 3, zeros, height, width}, options));
+  if (last.defined()) parts.push_back(last.to(at::kFloat).unsqueeze(2));
   const auto video = at::cat(parts, 2);
   const auto vae_weight = model.vae->parameters().front();
   // retrieve_latents(sample_mode="argmax"): the mean; normalized in float32 as the pipeline does.
   const auto mean = model.vae->encode(video.to(vae_weight.device(), vae_weight.scalar_type())).mean.to(at::kFloat);
-  const auto latent = model.vae->normalize_latents(mean).to(at::kFloat).repeat({batch, 1, 1, 1, 1});
-  if (expand) {
-    out.condition = latent;
-    return out;
-  }
+  const auto latent = model.vae->normalize_latents(mean).to(at::kFloat);
   // The frame mask: 1 on the given pixel frames, the first repeated t times so that the F + t - 1
   // entries fold into t channels of T' latent frames.
   auto mask = at::zeros({batch, 1, frames, lh, lw}, latent.options());
   mask.select(2, 0).fill_(1);
-  if (last_image.defined()) mask.select(2, frames - 1).fill_(1);
-  const auto first = mask.narrow(2, 0, 1).repeat_interleave(t, 2);
-  mask = at::cat({first, mask.narrow(2, 1, frames - 1)}, 2).view({batch, latent_frames, t, lh, lw}).transpose(1, 2);
-  out.condition = at::cat({mask, latent}, 1).contiguous();
-  return out;
+  if (last.defined()) mask.select(2, frames - 1).fill_(1);
+  const auto head = mask.narrow(2, 0, 1).repeat_interleave(t, 2);
+  mask = at::cat({head, mask.narrow(2, 1, frames - 1)}, 2).view({batch, latent_frames, t, lh, lw}).transpose(1, 2);
+  return at::cat({mask, latent}, 1).contiguous();
+}
+
+at::Tensor frames_as_rgb8(const at::Tensor& frames) {
+  MM_CHECK(frames.dim() == 4 && frames.size(1) == 3, "frames_as_rgb8: expected [B, 3, H, W], got ", frames.sizes());
+  return ((frames.to(at::kFloat) + 1.0f) * 127.5f).round().clamp(0, 255).to(at::kByte).permute({0, 2, 3, 1})
+      .contiguous();
 }
 
 SampledVideo sample_image_to_video(WanModel& model, const std::vector<std::string>& prompts, const at::Tensor& image,

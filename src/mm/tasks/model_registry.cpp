@@ -42,18 +42,23 @@ ModelSpec qwen_vl(const std::string& model_type, const std::string& family) {
   return s;
 }
 
+// Text to video and image to video: one trainer (the run config's task says which).
+TrainSummary train_wan(const YAML::Node& root, const std::string& file) {
+  return run_video_training(parse_video_train_config(root, file));
+}
+
 ModelSpec wan_text_to_video() {
   ModelSpec s;
   s.name = "wan_t2v";
   s.family = "Wan2.1 / Wan2.2 text-to-video";
   s.kind = ModelKind::text_to_video;
   s.key = {"model_index.json", "_class_name", "WanPipeline"};
-  s.checkpoint_key = {"config.json", "_class_name", "WanTransformer3DModel"};
+  // Its checkpoints' config.json is the DiT's, the same for text and image to video: the task the
+  // trainer wrote into trainer_state.json tells them apart.
+  s.checkpoint_key = {"trainer_state.json", "task", "text_to_video"};
   s.train_task = "text_to_video";
   s.generate_video = generate_wan_video;
-  s.train = [](const YAML::Node& root, const std::string& file) {
-    return run_video_training(parse_video_train_config(root, file));
-  };
+  s.train = train_wan;
   s.extract = [](const YAML::Node& root, const std::string& file, ExtractOptions options) {
     return extract_wan_features(parse_video_train_config(root, file), file, std::move(options));
   };
@@ -67,7 +72,11 @@ ModelSpec wan_image_to_video() {
   s.family = "Wan2.1 / Wan2.2 image-to-video";
   s.kind = ModelKind::image_to_video;
   s.key = {"model_index.json", "_class_name", "WanImageToVideoPipeline"};
+  s.train_task = "image_to_video";
   s.generate_video = generate_wan_video;
+  s.checkpoint_key = {"trainer_state.json", "task", "image_to_video"};
+  s.train = train_wan;
+  s.export_checkpoint = export_wan_training_checkpoint;  // reads the task from the run config it keeps
   return s;
 }
 

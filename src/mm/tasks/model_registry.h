@@ -42,7 +42,7 @@ struct ModelSpec {
   std::string family;  // as users know it: "Qwen2.5-VL"
   ModelKind kind;
   ModelKey key;             // in a model (or pipeline) directory
-  ModelKey checkpoint_key;  // in a training checkpoint's config.json; empty value: not trained by mmtrain
+  ModelKey checkpoint_key;  // in a training checkpoint's files; empty value: not trained by mmtrain
   std::string train_task;   // the run config's `task:` that trains it; empty: not trainable
 
   // Entries; an empty one is a command the family does not support.

@@ -94,6 +94,18 @@ at::Tensor preprocess_video_image(const at::Tensor& image, int64_t height, int64
 WanImageConditioning prepare_image_conditioning(WanModel& model, const at::Tensor& image, const at::Tensor& last_image,
                                                 int64_t batch, const VideoSamplingOptions& options);
 
+// The Wan2.1 layout's condition (the part of prepare_latents after the image preprocessing):
+// first [B, 3, H, W] in [-1, 1] (each video's own first frame) and, for first-last-frame models,
+// last of the same shape (else undefined), for videos of `frames` pixel frames (1 + k * the VAE's
+// temporal compression) -> float32 [B, 4 + z, T', H', W'], the frame mask then the normalized VAE
+// latents (posterior mean) of [first, zeros..., (last)]. Training conditions on a clip's own
+// frames through it; sampling on the given image.
+at::Tensor wan_frame_condition(WanModel& model, const at::Tensor& first, const at::Tensor& last, int64_t frames);
+
+// Frames [B, 3, H, W] in [-1, 1] -> uint8 [B, H, W, 3] RGB (rounded), as a PIL image of each would
+// hold them: what the CLIP image processor takes.
+at::Tensor frames_as_rgb8(const at::Tensor& frames);
+
 // One video per prompt, all starting from `image` (uint8 [H, W, 3] RGB) and, for first-last-frame
 // models, ending at `last_image`. Needs a WanImageToVideoPipeline.
 SampledVideo sample_image_to_video(WanModel& model, const std::vector<std::string>& prompts, const at::Tensor& image,

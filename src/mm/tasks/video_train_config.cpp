@@ -8,7 +8,9 @@
 namespace mm {
 
 VideoTrainConfig parse_video_train_config(const YAML::Node& root, const std::string& file) {
-  MM_CHECK(train_task_of(root, file) == "text_to_video", file, ": task: must be text_to_video for this trainer");
+  const std::string task = train_task_of(root, file);
+  MM_CHECK(task == "text_to_video" || task == "image_to_video", file,
+           ": task: must be text_to_video or image_to_video for this trainer");
   const std::set<std::string> sections = {"task",          "model", "data",  "features", "train",   "flow_matching",
                                           "ema",           "optim", "schedule", "output", "parallel"};
   for (const auto& kv : root) {
@@ -17,6 +19,7 @@ VideoTrainConfig parse_video_train_config(const YAML::Node& root, const std::str
              "flow_matching, ema, optim, schedule, output, parallel)");
   }
   VideoTrainConfig c;
+  c.task = task;
   c.source = YAML::Clone(root);
 
   ConfigSection model(root, file, "model");
@@ -36,6 +39,10 @@ VideoTrainConfig parse_video_train_config(const YAML::Node& root, const std::str
   features.finish();
   const YAML::Node data = root["data"];
   if (c.from_features()) {
+    // Extracted features hold latents and text only: the image condition is made from the clip's
+    // frames while training.
+    MM_CHECK(task != "image_to_video", file, ": features.dir: image-to-video training reads raw clips (data), ",
+             "whose frames it conditions on; `mmtrain extract` writes no image condition");
     MM_CHECK(!data.IsDefined() || data.IsNull(), file,
              ": data: give either data (raw clips) or features.dir (extracted features), not both");
   } else {

@@ -15,6 +15,9 @@
 namespace mm {
 
 struct VideoTrainConfig {
+  // text_to_video (WanPipeline) or image_to_video (WanImageToVideoPipeline, Wan2.1 layout: each
+  // clip conditioned on its own first frame); it must match the pipeline model.path holds.
+  std::string task = "text_to_video";
   struct Model {
     // A diffusers Wan pipeline directory (model_index.json, transformer/, vae/, text_encoder/,
     // tokenizer/, scheduler/). With from_scratch, transformer/ needs only its config.json and the
@@ -22,8 +25,9 @@ struct VideoTrainConfig {
     std::filesystem::path path;
     bool from_scratch = false;
     uint64_t init_seed = 0;
-    // The text encoder and VAE randomly initialized from their configs (init_seed + 1) instead of
-    // loaded: for the tiny template and tests, which ship no weights. Exported with the result.
+    // The text encoder and VAE (and an image-to-video pipeline's CLIP image encoder) randomly
+    // initialized from their configs (init_seed + 1) instead of loaded: for the tiny templates and
+    // tests, which ship no weights. Exported with the result.
     bool random_frozen = false;
     int64_t max_sequence_length = 512;  // text tokens, as the pipeline's prompt embedding
   } model;

@@ -16,6 +16,7 @@
 #include "mm/models/wan/wan_sharding.h"
 #include "mm/nn/weights.h"
 #include "mm/parallel/context_parallel.h"
+#include "mm/tasks/video_sampling.h"
 #include "mm/tasks/wan_training_export.h"
 #include "mm/train/model_flops.h"
 
@@ -28,6 +29,10 @@ namespace {
 struct LatentBatch : MicroBatch {
   at::Tensor latents;  // [B, z, T', H', W'] float32, normalized
   at::Tensor text;     // [B, L, d]
+  // Image to video (the Wan2.1 layout): each clip's own first frame (and last, for first-last-frame
+  // models) as the condition the DiT sees beside the noisy latents.
+  at::Tensor condition;     // [B, 4 + z, T', H', W'] float32: frame mask + normalized frame latents
+  at::Tensor image_embeds;  // [B, img, image_dim] CLIP tokens ([2B, ...] as (first, last)), or undefined
 };
 
 // Each sample's noise and timestep come from its own generator keyed by (seed, epoch, index), so
@@ -94,8 +99,10 @@ class VideoTrainingData : public TrainingData {
     const auto& patch = model_.transformer->config().patch_size;
     out->tokens = out->samples * (out->latents.size(2) / patch[0]) * (out->latents.size(3) / patch[1]) *
                   (out->latents.size(4) / patch[2]);
+    const int64_t image_tokens =
+        out->image_embeds.defined() ? out->image_embeds.size(0) / out->samples * out->image_embeds.size(1) : 0;
     out->model_flops = wan_dit_training_flops(model_.transformer->config(), out->samples, out->tokens / out->samples,
-                                              out->text.size(1));
+                                              out->text.size(1), image_tokens);
     if (!counts_here_) {
       // A context-parallel group counts its batch once (its first rank): loss units, throughput, FLOPs.
       out->loss_units = out->samples = out->tokens = 0;
@@ -149,6 +156,30 @@ class VideoTrainingData : public TrainingData {
     const auto video = to_compute_device(batch.video).to(model_.vae->parameters().front().scalar_type());
     out.latents = model_.vae->normalize_latents(model_.vae->encode(video).mean).to(at::kFloat);
     out.text = model_.encode_prompts(batch.captions, config_.model.max_sequence_length);
+    if (model_.config.image_to_video()) condition_on_frames(batch, out);
+  }
+
+  // What WanImageToVideoPipeline conditions a video on, taken from the clip itself: its first frame
+  // (and last, when the transformer has FLF2V's pos_embed_seq_len) through the VAE beside the frame
+  // mask, and through CLIP when the transformer has image_dim. The DiT then learns to continue the
+  // frame it is given, as DiffSynth-Studio trains Wan2.1-I2V.
+  void condition_on_frames(const TextVideoBatch& batch, LatentBatch& out) {
+    const auto& tc = model_.transformer->config();
+    const bool first_last = tc.pos_embed_seq_len.has_value();
+    const int64_t frames = batch.video.size(2);
+    const auto first = batch.video.select(2, 0);
+    const auto last = first_last ? batch.video.select(2, frames - 1) : at::Tensor();
+    out.condition = wan_frame_condition(model_, to_compute_device(first.contiguous()),
+                                        first_last ? to_compute_device(last.contiguous()) : at::Tensor(), frames);
+    if (!tc.image_dim) return;
+    // CLIP takes 8-bit RGB images, as the pipeline's PIL ones: the clip's frames rounded back to them.
+    const auto firsts = frames_as_rgb8(first), lasts = first_last ? frames_as_rgb8(last) : at::Tensor();
+    std::vector<at::Tensor> images;
+    for (int64_t j = 0; j < firsts.size(0); ++j) {
+      images.push_back(firsts[j]);
+      if (first_last) images.push_back(lasts[j]);  // (first, last) per clip, as the transformer reads them
+    }
+    out.image_embeds = model_.encode_image(images).to(at::kFloat);
   }
 
   const VideoTrainConfig& config_;
@@ -161,12 +192,33 @@ class VideoTrainingData : public TrainingData {
   SkipCounts no_skips_ = text_video_skip_counts();  // features skip nothing while loading
 };
 
+// The run config's task against the pipeline the directory holds, and what image-to-video
+// training does not cover yet, named before any data is read.
+void check_task_matches_pipeline(const VideoTrainConfig& config, const WanModel& model) {
+  const auto& dir = config.model.path.string();
+  const bool i2v = model.config.image_to_video();
+  MM_CHECK(i2v == (config.task == "image_to_video"), "task: ", config.task, ", but model.path ", dir, " is a ",
+           model.config.class_name, " (set task: ", i2v ? "image_to_video" : "text_to_video", ")");
+  if (!i2v) return;
+  MM_CHECK(!model.config.expand_timesteps, "model.path: ", dir, " is a Wan2.2 TI2V pipeline (expand_timesteps: the ",
+           "image latent written over the first latent frame, per-token timesteps): training supports the Wan2.1 ",
+           "image-to-video layout (frame mask and image latents as extra input channels) only");
+  const auto image_dim = model.transformer->config().image_dim;
+  if (!image_dim) return;
+  MM_CHECK(model.has_image_encoder(), "model.path: ", dir,
+           ": the transformer takes CLIP image tokens (image_dim) but the pipeline has no image_encoder/");
+  MM_CHECK(model.image_encoder->config().hidden_size == *image_dim, "model.path: ", dir,
+           "/image_encoder/config.json: hidden_size ", model.image_encoder->config().hidden_size,
+           " is not the transformer's image_dim ", *image_dim);
+}
+
 class VideoTrainingTask : public TrainingTask {
  public:
   VideoTrainingTask(const VideoTrainConfig& config, const parallel::DeviceMesh& mesh) : config_(config) {
     const auto& m = config.model;
     WanLoadOptions load;
     load.text_encoder = load.vae = !config.from_features() && !m.random_frozen;
+    load.image_encoder = !m.random_frozen;  // random_frozen builds it (image-to-video), as the VAE
     // Sharded over several ranks, the transformer is built without its weights and each rank
     // copies only its own rows of them (take_unloaded_weights); otherwise it loads whole.
     const bool sharded_load = !m.from_scratch && mesh.size(parallel::kDataShardDims) > 1;
@@ -186,8 +238,7 @@ class VideoTrainingTask : public TrainingTask {
       model_->transformer =
           WanTransformer3DModel(WanTransformerConfig::from_file(m.path / "transformer" / "config.json"));
     }
-    MM_CHECK(!model_->config.image_to_video(), "model.path: ", m.path.string(),
-             " is an image-to-video pipeline; training supports text-to-video pipelines (WanPipeline)");
+    check_task_matches_pipeline(config, *model_);
     MM_CHECK(!model_->transformer_2, "model.path: ", m.path.string(),
              ": training a two-expert pipeline (transformer_2, Wan2.2 A14B) is not supported yet");
     if (model_->vae) model_->vae->eval();
@@ -217,7 +268,10 @@ class VideoTrainingTask : public TrainingTask {
     }
     const auto target =
         make_flow_matching_batch(config_.flow_matching, b.latents, at::stack(noise).to(b.latents.device()), at::cat(u));
-    const auto prediction = model_->transformer->forward(target.noisy, target.timesteps, b.text);
+    // Image to video: the condition channels after the noisy latents, as the pipeline's input.
+    const auto input = b.condition.defined() ? at::cat({target.noisy, b.condition.to(target.noisy.dtype())}, 1)
+                                             : target.noisy;
+    const auto prediction = model_->transformer->forward(input, target.timesteps, b.text, b.image_embeds);
     // Under context parallelism every rank of the group gets the whole prediction and this same
     // loss; each contributes 1 / cp of it, so that the group's gradients add up to the loss's (the
     // group counts its samples once: VideoTrainingData::next).
@@ -227,7 +281,7 @@ class VideoTrainingTask : public TrainingTask {
 
   std::string batch_unit() const override { return "clips"; }
   std::string loss_units_name() const override { return "samples"; }
-  nlohmann::json checkpoint_state() const override { return {{"task", "text_to_video"}}; }
+  nlohmann::json checkpoint_state() const override { return {{"task", config_.task}}; }
   std::vector<std::pair<std::string, fs::path>> checkpoint_files() const override {
     return {{"config.json", config_.model.path / "transformer" / "config.json"}};
   }

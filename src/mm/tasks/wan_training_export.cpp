@@ -47,7 +47,8 @@ void write_wan_training_export(const VideoTrainConfig::Model& model, const WanMo
     for (const auto& entry : fs::directory_iterator(source)) {
       const auto name = entry.path().filename();
       if (name == "transformer" || name == "transformer_ema") continue;
-      if (model.random_frozen && (name == "vae" || name == "text_encoder")) continue;
+      if (model.random_frozen && (name == "vae" || name == "text_encoder" || (name == "image_encoder" && frozen->image_encoder)))
+        continue;
       if (entry.is_directory())
         link_or_copy_tree(entry.path(), tmp / name);
       else
@@ -60,6 +61,11 @@ void write_wan_training_export(const VideoTrainConfig::Model& model, const WanMo
       }
       save_safetensors(tmp / "vae" / "diffusion_pytorch_model.safetensors", named_weights(*frozen->vae));
       save_safetensors(tmp / "text_encoder" / "model.safetensors", named_weights(*frozen->text_encoder));
+      if (frozen->image_encoder) {
+        fs::create_directories(tmp / "image_encoder");
+        fs::copy_file(source / "image_encoder" / "config.json", tmp / "image_encoder" / "config.json");
+        save_safetensors(tmp / "image_encoder" / "model.safetensors", named_weights(*frozen->image_encoder));
+      }
     }
     fs::create_directories(tmp / "transformer");
     fs::copy_file(source / "transformer" / "config.json", tmp / "transformer" / "config.json");

@@ -1,8 +1,9 @@
 // The final model of a Wan DiT training run, and any of its checkpoints (`mmtrain export`,
 // `mmtrain convert`), as a diffusers pipeline directory: the trained transformer (and its EMA as
 // transformer_ema/, which `mmtrain infer t2v --transformer transformer_ema` samples), every other
-// component the source pipeline's, hard-linked or copied (the random text encoder and VAE of
-// model.random_frozen written out instead). diffusers' WanPipeline.from_pretrained loads it.
+// component the source pipeline's, hard-linked or copied (the random text encoder, VAE and CLIP
+// image encoder of model.random_frozen written out instead). diffusers' WanPipeline (or
+// WanImageToVideoPipeline).from_pretrained loads it.
 #pragma once
 #include <filesystem>
 
@@ -15,8 +16,8 @@ class WanModel;
 
 // Writes `out` (replacing an earlier output of ours there; written into a sibling and renamed into
 // place). `transformer`: the trained DiT's weights by diffusers name; `ema`: its EMA under the same
-// names, or empty. `frozen`: the run's model when model.random_frozen (its random text encoder and
-// VAE are written), else null (the source pipeline's are linked).
+// names, or empty. `frozen`: the run's model when model.random_frozen (its random text encoder,
+// VAE and image encoder are written), else null (the source pipeline's are linked).
 void write_wan_training_export(const VideoTrainConfig::Model& model, const WanModel* frozen,
                                const NamedTensors& transformer, const NamedTensors& ema,
                                const std::filesystem::path& out);

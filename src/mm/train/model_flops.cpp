@@ -161,9 +161,10 @@ double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int6
   return flops + kFlopsPerTrainedMac * macs;
 }
 
-double wan_dit_training_flops(const WanTransformerConfig& c, int64_t samples, int64_t tokens, int64_t text_tokens) {
+double wan_dit_training_flops(const WanTransformerConfig& c, int64_t samples, int64_t tokens, int64_t text_tokens,
+                              int64_t image_tokens) {
   const double d = static_cast<double>(c.inner_dim()), n = static_cast<double>(tokens);
-  const double l = static_cast<double>(text_tokens);
+  const double l = static_cast<double>(text_tokens), img = static_cast<double>(image_tokens);
   // Per block and sample: self-attention q, k, v, o on the video tokens; cross-attention q, o on
   // the video tokens and k, v on the text; the FFN; attention products (non-causal).
   const double block = n * (4 * d * d) + n * (2 * d * d) + l * (2 * d * d) + n * (2 * d * static_cast<double>(c.ffn_dim)) +
@@ -171,7 +172,13 @@ double wan_dit_training_flops(const WanTransformerConfig& c, int64_t samples, in
   const double patch_dim = static_cast<double>(c.in_channels * c.patch_volume());
   const double out_dim = static_cast<double>(c.out_channels * c.patch_volume());
   // Patch embedding, output projection, and the text projection (text_dim -> d -> d).
-  const double ends = n * patch_dim * d + n * d * out_dim + l * (static_cast<double>(c.text_dim) * d + d * d);
+  double ends = n * patch_dim * d + n * d * out_dim + l * (static_cast<double>(c.text_dim) * d + d * d);
+  if (c.image_dim && image_tokens > 0) {
+    // The image cross-attention's keys and values (add_k_proj, add_v_proj) and its products, per
+    // block; the image embedding's MLP (image_dim -> image_dim -> d) once.
+    const double e = static_cast<double>(*c.image_dim);
+    ends += static_cast<double>(c.num_layers) * (img * 2 * d * d + 2 * d * n * img) + img * (e * e + e * d);
+  }
   return kFlopsPerTrainedMac * static_cast<double>(samples) * (static_cast<double>(c.num_layers) * block + ends);
 }
 

@@ -46,8 +46,11 @@ double qwen_mtp_training_flops(const Qwen2TextConfig& text, const std::vector<in
 double qwen_vl_training_flops(const QwenVLConfig& config, const std::vector<int64_t>& text_segments,
                               int64_t logit_tokens, const std::vector<std::vector<int64_t>>& images);
 
-// The Wan DiT on `samples` latent videos of `tokens` patches each, with `text_tokens` prompt tokens.
-double wan_dit_training_flops(const WanTransformerConfig& config, int64_t samples, int64_t tokens, int64_t text_tokens);
+// The Wan DiT on `samples` latent videos of `tokens` patches each, with `text_tokens` prompt tokens
+// and, for an image-conditioned DiT (image_dim), `image_tokens` CLIP tokens per sample (their
+// embedding MLP, each block's image keys and values, and the attention products to them).
+double wan_dit_training_flops(const WanTransformerConfig& config, int64_t samples, int64_t tokens, int64_t text_tokens,
+                              int64_t image_tokens = 0);
 
 // Dense bf16 peak FLOP/s of a GPU from its name ("NVIDIA H200" ...), 0 when unknown: a run config
 // or the command line gives it then.
