@@ -8,7 +8,9 @@
 //   2. speed at real tensor shapes (layers truncated to fit): one forward + backward of
 //      Qwen2.5-VL-7B (4 decoder layers, 4 ViT blocks, a 448x448 image and 3840 text tokens) and of
 //      two Wan2.1-14B blocks at 480p x 81 frames (32760 tokens), bf16 autocast over fp32 weights;
-//      bench/gpu_reference.py times transformers and diffusers at the same shapes.
+//      bench/gpu_reference.py times transformers and diffusers at the same shapes. Context
+//      parallelism: six Wan2.1-1.3B blocks at the same 32760 tokens at cp 1, and at cp 2
+//      (Ulysses, this program re-run as two ranks over NCCL) where the machine has two GPUs.
 // Usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu]. One JSON line per check and per
 // benchmark on stdout; the exit status is the number of failed checks (2 when no GPU is visible).
 // --device cpu runs the checks CPU against CPU, without benchmarks: a dry run of this program.
@@ -20,11 +22,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "mm/core/device.h"
+#include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/rng.h"
 #include "mm/core/safetensors.h"
@@ -35,8 +42,10 @@
 #include "mm/models/wan/wan_pipeline.h"
 #include "mm/models/wan/wan_pipeline_random.h"
 #include "mm/models/wan/wan_transformer.h"
+#include "mm/nn/blockwise_attention.h"
 #include "mm/nn/varlen_attention.h"
 #include "mm/nn/weights.h"
+#include "mm/parallel/context_parallel.h"
 #include "mm/parallel/fully_shard.h"
 #include "mm/tasks/generation.h"
 #include "mm/tasks/video_sampling.h"
@@ -370,6 +379,23 @@ void fsdp_stream_path() {
          {{"losses_bf16_params", lc}, {"max_rel_diff_to_fp32", mixed_diff}});
 }
 
+// The stated bound of the bf16 attention checks: out, dq, dk, dv of `candidate`, each relative to
+// the fp32 `reference`'s largest value, at most twice `baseline`'s error plus 1e-3. Fills `errors`.
+bool within_twice_baseline(const std::vector<torch::Tensor>& candidate, const std::vector<torch::Tensor>& baseline,
+                           const std::vector<torch::Tensor>& reference, const char* candidate_name,
+                           const char* baseline_name, nlohmann::json& errors) {
+  bool ok = true;
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < 4; ++i) {
+    const double ref_scale = reference[i].abs().max().item<double>();
+    const double err = max_abs_diff(candidate[i], reference[i]) / ref_scale;
+    const double base_err = max_abs_diff(baseline[i], reference[i]) / ref_scale;
+    ok = ok && err <= 2 * base_err + 1e-3;
+    errors[names[i]] = {{candidate_name, err}, {baseline_name, base_err}};
+  }
+  return ok;
+}
+
 // Packed and windowed attention in bf16: the flash varlen kernel (what a GPU runs) and the
 // per-length SDPA path (what the CPU runs and the tests prove), each against the same attention in
 // fp32, output and gradients, causal (packed samples) and not (vision windows), with grouped-query
@@ -398,19 +424,60 @@ void varlen_attention() {
     const auto reference = run(mm::VarlenKernel::sdpa, torch::kFloat);
     const auto sdpa = run(mm::VarlenKernel::sdpa, torch::kBFloat16);
     const auto fast = run(kernel, torch::kBFloat16);
-    bool ok = true;
     nlohmann::json errors;
-    const char* names[] = {"out", "dq", "dk", "dv"};
-    for (size_t i = 0; i < 4; ++i) {
-      const double ref_scale = reference[i].abs().max().item<double>();
-      const double fast_err = max_abs_diff(fast[i], reference[i]) / ref_scale;
-      const double sdpa_err = max_abs_diff(sdpa[i], reference[i]) / ref_scale;
-      ok = ok && fast_err <= 2 * sdpa_err + 1e-3;
-      errors[names[i]] = {{"kernel", fast_err}, {"sdpa", sdpa_err}};
-    }
+    const bool ok = within_twice_baseline(fast, sdpa, reference, "kernel", "sdpa", errors);
     report(causal ? "varlen.flash_bf16_causal" : "varlen.flash_bf16_windows", ok,
            {{"kernel", kCuda.is_cuda() ? "flash_varlen" : "sdpa_per_length"}, {"relative_errors", errors}});
   }
+}
+
+// Ring attention's blocks on the device: the keys cut into three uneven blocks, each block's
+// attention with its log-sum-exp merged into attention over all keys (attention_with_lse,
+// merge_attention_parts) and each block's backward from the final out and lse
+// (attention_block_backward), in bf16 (on a GPU the CUDA flash kernel, in the dry run the CPU's
+// fused kernel), grouped-query heads. Stated bound as the varlen check's: the error relative to the
+// fp32 result's largest value (one SDPA over all keys, autograd) at most twice bf16 SDPA's plus 1e-3.
+void blockwise_attention() {
+  const int64_t heads = 4, kv_heads = 2, head_dim = 64, q_len = 300;
+  const std::vector<int64_t> cuts = {0, 200, 390, 520};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  torch::manual_seed(12);
+  const auto on = torch::TensorOptions().device(kCuda);
+  const auto q32 = torch::randn({1, heads, q_len, head_dim}, on), k32 = torch::randn({1, kv_heads, cuts.back(), head_dim}, on),
+             v32 = torch::randn({1, kv_heads, cuts.back(), head_dim}, on),
+             upstream = torch::randn({1, heads, q_len, head_dim}, on);
+  auto sdpa = [&](torch::ScalarType dtype) {
+    auto q = q32.to(dtype).requires_grad_(true), k = k32.to(dtype).requires_grad_(true),
+         v = v32.to(dtype).requires_grad_(true);
+    auto out = at::scaled_dot_product_attention(q, k.repeat_interleave(heads / kv_heads, 1),
+                                                v.repeat_interleave(heads / kv_heads, 1), {}, 0.0, false, scale);
+    auto grads = torch::autograd::grad({out}, {q, k, v}, {upstream.to(dtype)});
+    grads.insert(grads.begin(), out);
+    return grads;  // out, dq, dk, dv
+  };
+  const auto reference = sdpa(torch::kFloat), half = sdpa(torch::kBFloat16);
+  const auto q = q32.to(torch::kBFloat16), k = k32.to(torch::kBFloat16), v = v32.to(torch::kBFloat16);
+  mm::AttentionPart total;
+  for (size_t b = 0; b + 1 < cuts.size(); ++b) {
+    const auto part = mm::attention_with_lse(q, k.narrow(2, cuts[b], cuts[b + 1] - cuts[b]),
+                                             v.narrow(2, cuts[b], cuts[b + 1] - cuts[b]), {}, scale);
+    total = b == 0 ? part : mm::merge_attention_parts(total, part);
+  }
+  auto dq = torch::zeros_like(q32);
+  std::vector<torch::Tensor> dk, dv;
+  for (size_t b = 0; b + 1 < cuts.size(); ++b) {
+    const auto g = mm::attention_block_backward(q, k.narrow(2, cuts[b], cuts[b + 1] - cuts[b]),
+                                                v.narrow(2, cuts[b], cuts[b + 1] - cuts[b]), {}, scale, total.lse,
+                                                total.out, upstream.to(torch::kBFloat16));
+    dq += g.dq.to(torch::kFloat);
+    dk.push_back(g.dk.to(torch::kFloat));
+    dv.push_back(g.dv.to(torch::kFloat));
+  }
+  const std::vector<torch::Tensor> blockwise = {total.out, dq, torch::cat(dk, 2), torch::cat(dv, 2)};
+  nlohmann::json errors;
+  const bool ok = within_twice_baseline(blockwise, half, reference, "blockwise", "sdpa_bf16", errors);
+  report("blockwise.flash_lse_parts_bf16", ok,
+         {{"kernel", kCuda.is_cuda() ? "cuda_flash" : "cpu_flash"}, {"relative_errors", errors}});
 }
 
 struct Timing {
@@ -418,22 +485,31 @@ struct Timing {
   double peak_gib;
 };
 
-// Median wall time of `steps` synchronized calls after two warm-ups, and the peak allocation.
-Timing time_steps(const std::function<void()>& f, int steps) {
-  auto* allocator = c10::getDeviceAllocator(c10::kCUDA);
+// Median wall time of `steps` synchronized calls after two warm-ups, and the peak allocation on
+// `device` (a GPU; on the CPU, the dry run's, no peak: 0).
+Timing time_steps(const std::function<void()>& f, int steps, c10::Device device = kCuda) {
+  const bool gpu = device.is_cuda();
+  const auto index = static_cast<c10::DeviceIndex>(gpu ? device.index() : 0);
+  auto* allocator = gpu ? c10::getDeviceAllocator(c10::kCUDA) : nullptr;
   for (int i = 0; i < 2; ++i) f();
-  torch::cuda::synchronize();
-  allocator->resetPeakStats(0);
+  if (gpu) {
+    torch::cuda::synchronize(index);
+    allocator->resetPeakStats(index);
+  }
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     f();
-    torch::cuda::synchronize();
+    if (gpu) torch::cuda::synchronize(index);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(ms.begin(), ms.end());
-  const auto stats = allocator->getDeviceStats(0);
-  const double peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  double peak = 0;
+  if (gpu) {
+    const auto stats = allocator->getDeviceStats(index);
+    peak = static_cast<double>(
+        stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak);
+  }
   return {ms[ms.size() / 2], peak / (1024.0 * 1024 * 1024)};
 }
 
@@ -582,12 +658,185 @@ void bench_varlen() {
 
 }  // namespace
 
+// ---- Context parallelism: the Wan DiT's video tokens split over two ranks (Ulysses) ----------
+// Two processes are needed (NCCL refuses two ranks on one GPU): this program re-runs itself as
+// ranks 0 and 1 (`--cp-bench-rank`, the ranks' variables set as torchrun sets them), each bound
+// to GPU LOCAL_RANK and joined by an NCCL world (Gloo on the CPU, in the dry run).
+
+// One sample through the DiT: the shape and the steps timed.
+struct CpShape {
+  fs::path config;  // the transformer's config.json
+  int64_t frames, height, width, text;  // latent frames and size, text tokens
+  int steps;
+};
+
+std::vector<std::string> cp_shape_args(const CpShape& s) {
+  return {s.config.string(), std::to_string(s.frames), std::to_string(s.height), std::to_string(s.width),
+          std::to_string(s.text), std::to_string(s.steps)};
+}
+
+// The tiny-synth template's DiT at 48 video tokens: the loss of cp 2 against cp 1, in the dry run
+// (fp32 on the CPU: equal within 1e-5) and on a machine with two GPUs (bf16: within 2%).
+CpShape tiny_cp_shape(const fs::path& source) {
+  return {source / "examples/wan/tiny-synth/transformer/config.json", 3, 8, 8, 16, 1};
+}
+
+// Wan2.1-1.3B's blocks (6 of its 30: bench/configs/wan2_1_1_3b_6_blocks.json) at 480p x 81 frames:
+// 21 latent frames of 60 x 104, 32760 video tokens, 512 text tokens.
+CpShape wan_1_3b_cp_shape(const fs::path& source) {
+  return {source / "bench/configs/wan2_1_1_3b_6_blocks.json", kWanFrames, kWanHeight, kWanWidth, kWanText, 3};
+}
+
+// One bf16-autocast (fp32 on the CPU) forward + backward of the DiT on `shape` on `device`, its
+// video tokens split over `groups` when cp > 1 (every rank gets the whole prediction, so the same
+// loss): the first step's loss, the median step and the peak allocation of this rank.
+nlohmann::json cp_step(const CpShape& shape, c10::Device device, const mm::parallel::ContextParallelGroups& groups,
+                       int64_t cp) {
+  const auto config = mm::WanTransformerConfig::from_file(shape.config);
+  torch::manual_seed(0);
+  mm::WanTransformer3DModel model(config);
+  model->to(device);
+  model->train();
+  if (cp > 1) model->context_parallel = mm::parallel::sequence_splitter(groups);
+  auto gen = at::detail::createCPUGenerator(1);
+  const auto latents = torch::randn({1, config.in_channels, shape.frames, shape.height, shape.width}, gen).to(device);
+  const auto text = torch::randn({1, shape.text, config.text_dim}, gen).to(device);
+  const auto t = torch::tensor({500.0}).to(device);
+  double first_loss = -1;
+  auto step = [&] {
+    model->zero_grad();
+    torch::Tensor loss;
+    {
+      mm::AutocastGuard autocast(device.is_cuda(), c10::DeviceType::CUDA);
+      loss = model->forward(latents, t, text).to(torch::kFloat32).square().mean();
+    }
+    loss.backward();
+    if (first_loss < 0) first_loss = loss.item<double>();  // the first warm-up only: no sync in timed steps
+  };
+  const auto timing = time_steps(step, shape.steps, device);
+  const int64_t tokens = shape.frames * (shape.height / 2) * (shape.width / 2);
+  const double flops = mm::wan_dit_training_flops(config, 1, tokens, shape.text);
+  return {{"cp", cp}, {"video_tokens", tokens}, {"loss", first_loss}, {"step_ms", timing.median_ms},
+          {"video_tokens_per_s", static_cast<double>(tokens) / (timing.median_ms / 1e3)},
+          {"mfu_per_gpu", device.is_cuda() ? mfu(flops / static_cast<double>(cp), timing.median_ms) : nlohmann::json()},
+          {"peak_gib", timing.peak_gib}};
+}
+
+// A rank of a cp = 2 run (`gpu_check --cp-bench-rank CONFIG FRAMES HEIGHT WIDTH TEXT STEPS cuda|cpu`):
+// prints its cp_step JSON with its rank.
+int cp_rank_main(char** args) {
+  const CpShape shape{args[0], std::stoll(args[1]), std::stoll(args[2]), std::stoll(args[3]), std::stoll(args[4]),
+                      std::stoi(args[5])};
+  const bool gpu = std::string(args[6]) == "cuda";
+  const auto env = mm::dist::DistEnv::from_env();
+  const auto job = mm::dist::rendezvous(env);
+  const auto device = gpu ? mm::resolve_device("cuda", "gpu_check --cp-bench-rank") : c10::Device(c10::kCPU);
+  mm::parallel::ContextParallelGroups groups;
+  groups.cp = gpu ? mm::dist::new_nccl_world(job, device) : mm::dist::new_gloo_group(job, {0, 1}, "cp");
+  groups.ulysses = groups.cp;  // cp = 2 = the Ulysses degree: one group
+  auto out = cp_step(shape, device, groups, 2);
+  out["rank"] = env.rank;
+  std::cout << out.dump() << std::endl;
+  if (gpu) mm::dist::shutdown_nccl_group(groups.cp);
+  return 0;
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Runs `shape` as two ranks of this program (a timeout ends a hung one) and returns their JSON
+// lines by rank; throws with their output when one fails.
+std::map<int64_t, nlohmann::json> run_cp_ranks(const fs::path& source, const CpShape& shape, bool gpu) {
+  const auto self = fs::read_symlink("/proc/self/exe").string();
+  std::string args;
+  for (const auto& a : cp_shape_args(shape)) args += " '" + a + "'";
+  const std::string port = std::to_string(free_local_port());
+  std::string command = "(";
+  for (int rank = 0; rank < 2; ++rank)
+    command += "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+               " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port +
+               " OMP_NUM_THREADS=1 timeout 300 '" + self + "' '" + source.string() + "' --cp-bench-rank" + args +
+               (gpu ? " cuda" : " cpu") + " & ";
+  command += "wait) 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  MM_CHECK(pipe, "gpu_check: cannot start the cp ranks");
+  std::string output;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  ::pclose(pipe);
+  std::map<int64_t, nlohmann::json> by_rank;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("rank")) by_rank[j["rank"].get<int64_t>()] = j;
+  }
+  MM_CHECK(by_rank.size() == 2, "gpu_check: the cp ranks did not both finish: ", output.substr(0, 3000));
+  return by_rank;
+}
+
+// cp 2 (two ranks, Ulysses) gives cp 1's loss on the tiny DiT: on the CPU through Gloo (the dry
+// run), on two GPUs through NCCL in bf16. One GPU cannot hold two NCCL ranks: skipped, saying so.
+void context_parallel_check(const fs::path& source) {
+  const bool gpu = kCuda.is_cuda();
+  if (gpu && torch::cuda::device_count() < 2) {
+    report("context_parallel.cp2_loss_equals_cp1", true,
+           {{"skipped", "needs 2 GPUs (NCCL refuses two ranks on one); torch sees " +
+                            std::to_string(torch::cuda::device_count())}});
+    return;
+  }
+  const auto shape = tiny_cp_shape(source);
+  const auto one = cp_step(shape, kCuda, {}, 1);
+  const auto two = run_cp_ranks(source, shape, gpu);
+  const double expected = one["loss"].get<double>();
+  const double tolerance = gpu ? 2e-2 : 1e-5;
+  bool ok = true;
+  for (const auto& [rank, j] : two)
+    ok = ok && std::abs(j["loss"].get<double>() - expected) <= tolerance * std::abs(expected);
+  report("context_parallel.cp2_loss_equals_cp1", ok,
+         {{"cp1_loss", expected}, {"cp2_loss_rank0", two.at(0)["loss"]}, {"cp2_loss_rank1", two.at(1)["loss"]},
+          {"tolerance", tolerance}});
+}
+
+// The GPU variant of bench_context_parallel: Wan2.1-1.3B's blocks at 32760 tokens, cp 1 on one GPU
+// and cp 2 (Ulysses) over two when the machine has them: step time, tokens/s, MFU per GPU and the
+// peak allocation per rank.
+void bench_wan_cp(const fs::path& source) {
+  const auto shape = wan_1_3b_cp_shape(source);
+  auto one = cp_step(shape, kCuda, {}, 1);
+  one["bench"] = "wan2_1_1_3b_6_blocks.cp.fwd_bwd_bf16";
+  std::cout << one.dump() << std::endl;
+  torch::cuda::synchronize();
+  c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+  if (torch::cuda::device_count() < 2) {
+    std::cout << nlohmann::json{{"bench", "wan2_1_1_3b_6_blocks.cp.fwd_bwd_bf16"}, {"cp", 2},
+                                {"skipped", "needs 2 GPUs; torch sees " + std::to_string(torch::cuda::device_count())}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  for (auto& [rank, j] : run_cp_ranks(source, shape, true)) {
+    j["bench"] = "wan2_1_1_3b_6_blocks.cp.fwd_bwd_bf16";
+    std::cout << j.dump() << std::endl;
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu]\n";
     return 2;
   }
   const fs::path source = argv[1];
+  if (argc == 10 && std::string(argv[2]) == "--cp-bench-rank") return cp_rank_main(argv + 3);
   bool bench = true;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -624,6 +873,8 @@ int main(int argc, char** argv) {
   run("nccl", collectives);
   run("fsdp", fsdp_stream_path);
   run("varlen", varlen_attention);
+  run("blockwise", blockwise_attention);
+  run("context_parallel", [&] { context_parallel_check(source); });
   // The benchmarks' model FLOPs per step (what MFU divides), printed by the dry run too.
   run("bench.model_flops", [&] {
     std::cout << nlohmann::json{{"bench_model_flops",
@@ -644,6 +895,9 @@ int main(int argc, char** argv) {
     torch::cuda::synchronize();
     c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
     run("bench.varlen", bench_varlen);
+    torch::cuda::synchronize();
+    c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+    run("bench.wan_cp", [&] { bench_wan_cp(source); });
   }
   std::cout << nlohmann::json{{"failures", failures}}.dump() << std::endl;
   return failures;

@@ -46,18 +46,36 @@ at::Tensor probabilities(const at::Tensor& scores, const at::Tensor& lse) {
                       torch::zeros_like(scores));
 }
 
-// A block every query sees whole, on the CPU: torch's fused flash-attention kernel, which returns
-// the log-sum-exp too and takes the final out and lse in its backward (what the ring needs),
-// without the dense [q_len, k_len] scores. Elsewhere (masked blocks, other devices) the scores.
-bool fused_block(const at::Tensor& q, const at::Tensor& allowed) {
-  return q.device().is_cpu() && (!allowed.defined() || allowed.all().item<bool>());
+// Which fused kernel takes a block: one every query sees whole goes, on the CPU, through torch's
+// flash-attention kernel for the CPU (fp32 or fp64), on a GPU through the CUDA flash kernel
+// (bf16/fp16, head dims up to 256 in multiples of 8, what autocast runs); each returns the
+// log-sum-exp too and takes the final out and lse in its backward (what the ring needs), without
+// the dense [q_len, k_len] scores. Masked blocks and other dtypes: the dense scores.
+enum class FusedKernel { none, cpu_flash, cuda_flash };
+
+FusedKernel fused_kernel(const at::Tensor& q, const at::Tensor& allowed) {
+  const bool half = q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf;
+  const int64_t dim = q.size(-1);
+  const auto kernel = q.device().is_cpu() ? FusedKernel::cpu_flash
+                      : q.is_cuda() && half && dim % 8 == 0 && dim <= 256 ? FusedKernel::cuda_flash
+                                                                          : FusedKernel::none;
+  if (kernel == FusedKernel::none || (allowed.defined() && !allowed.all().item<bool>())) return FusedKernel::none;
+  return kernel;
 }
 
 }  // namespace
 
 AttentionPart attention_with_lse(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const at::Tensor& allowed, double scale) {
-  if (fused_block(q, allowed)) {
+  const auto kernel = fused_kernel(q, allowed);
+  if (kernel == FusedKernel::cuda_flash) {
+    // out in q's dtype, lse [b, h, q_len] float32.
+    const auto r = at::_scaled_dot_product_flash_attention(q.contiguous(), to_query_heads(k, q.size(1)).contiguous(),
+                                                           to_query_heads(v, q.size(1)).contiguous(), 0.0, false,
+                                                           false, scale);
+    return {std::get<0>(r), std::get<1>(r)};
+  }
+  if (kernel == FusedKernel::cpu_flash) {
     const auto dtype = at_least_fp32(q.scalar_type());
     auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(
         q.to(dtype), to_query_heads(k, q.size(1)).to(dtype), to_query_heads(v, q.size(1)).to(dtype), 0.0, false, {},
@@ -83,7 +101,19 @@ AttentionPart merge_attention_parts(const AttentionPart& a, const AttentionPart&
 AttentionGradients attention_block_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                             const at::Tensor& allowed, double scale, const at::Tensor& lse,
                                             const at::Tensor& out, const at::Tensor& dout) {
-  if (fused_block(q, allowed)) {
+  const auto kernel = fused_kernel(q, allowed);
+  if (kernel == FusedKernel::cuda_flash) {
+    // No dropout: the philox seed and offset are not read; the final out in q's dtype, the lse in
+    // float32, as the forward kernel gave them.
+    const auto unused = at::empty({}, at::TensorOptions().dtype(at::kLong));
+    const auto kq = to_query_heads(k, q.size(1)).contiguous(), vq = to_query_heads(v, q.size(1)).contiguous();
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(
+        dout.to(q.scalar_type()).contiguous(), q.contiguous(), kq, vq, out.to(q.scalar_type()).contiguous(),
+        lse.to(at::kFloat).contiguous(), at::Tensor(), at::Tensor(), q.size(2), k.size(2), 0.0, false, unused, unused,
+        scale);
+    return {dq, to_kv_heads(dk, k.size(1)), to_kv_heads(dv, v.size(1))};
+  }
+  if (kernel == FusedKernel::cpu_flash) {
     const auto dtype = at_least_fp32(q.scalar_type());
     // The kernel's backward from the final output and log-sum-exp: this block's share of dq, and
     // the block's dk, dv.

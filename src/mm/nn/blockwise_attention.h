@@ -1,9 +1,10 @@
 // Attention over one block of keys at a time, with the log-sum-exp of each query row, so that the
 // blocks' partial results merge into attention over all keys (ring attention: each rank sees the
-// key/value blocks one after another). Computed in fp32 (fp64 stays fp64): a block every query
-// sees whole goes through torch's fused CPU flash-attention kernel (which returns the LSE and takes
-// the final out and LSE in its backward); masked blocks, and other devices for now, through the
-// dense scores.
+// key/value blocks one after another). A block every query sees whole goes through a fused
+// flash-attention kernel that returns the LSE and takes the final out and LSE in its backward:
+// torch's CPU kernel (fp32; fp64 stays fp64), or on a GPU the CUDA flash kernel for bf16/fp16
+// (checked against fp32 by `./mm gpu-check`, blockwise.flash_lse_parts_bf16); masked blocks and
+// other dtypes through the dense scores in fp32.
 //
 // Shapes as scaled_dot_product_attention: q [batch, heads, q_len, dim], k and v [batch, kv_heads,
 // k_len, dim] with heads a multiple of kv_heads (grouped-query attention: query head i reads kv
