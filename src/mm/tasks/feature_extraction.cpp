@@ -80,8 +80,6 @@ ExtractSummary extract_video_features(WanModel& model, const TextVideoDataset& d
   torch::NoGradGuard no_grad;
   model.vae->eval();
   model.text_encoder->eval();
-  const auto vae_dtype = model.vae->parameters().front().scalar_type();
-  const auto vae_device = model.vae->parameters().front().device();
   while (next_record < dataset.size()) {
     const int64_t end = std::min(dataset.size(), next_record + options.shard_size);
     std::vector<std::pair<std::string, at::Tensor>> tensors;
@@ -96,8 +94,7 @@ ExtractSummary extract_video_features(WanModel& model, const TextVideoDataset& d
         continue;
       }
       // Encoded where the VAE and the text encoder are, saved from the CPU.
-      const auto posterior = model.vae->encode(sample.video.unsqueeze(0).to(vae_device, vae_dtype));
-      const auto latents = model.vae->normalize_latents(posterior.mean).to(torch::kCPU, torch::kFloat32)[0];
+      const auto latents = model.vae->encode_normalized(sample.video.unsqueeze(0)).to(torch::kCPU, torch::kFloat32)[0];
       std::vector<int64_t> lengths;
       const auto text = model.encode_prompts({sample.caption}, options.max_sequence_length, &lengths)[0].to(torch::kCPU);
       const int64_t index = static_cast<int64_t>(samples.size());

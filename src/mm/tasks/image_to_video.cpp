@@ -168,11 +168,7 @@ WanImageConditioning prepare_image_conditioning(WanModel& model, const at::Tenso
     out.condition = wan_frame_condition(model, out.image, out.last_image, frames).repeat({batch, 1, 1, 1, 1});
     return out;
   }
-  const auto video = out.image.unsqueeze(2);
-  const auto vae_weight = model.vae->parameters().front();
-  // retrieve_latents(sample_mode="argmax"): the mean; normalized in float32 as the pipeline does.
-  const auto mean = model.vae->encode(video.to(vae_weight.device(), vae_weight.scalar_type())).mean.to(at::kFloat);
-  out.condition = model.vae->normalize_latents(mean).to(at::kFloat).repeat({batch, 1, 1, 1, 1});
+  out.condition = model.vae->encode_normalized(out.image.unsqueeze(2)).to(at::kFloat).repeat({batch, 1, 1, 1, 1});
   return out;
 }
 
@@ -196,11 +192,7 @@ at::Tensor wan_frame_condition(WanModel& model, const at::Tensor& first, const a
   const int64_t zeros = frames - 1 - (last.defined() ? 1 : 0);
   if (zeros > 0) parts.push_back(at::zeros({batch, 3, zeros, height, width}, options));
   if (last.defined()) parts.push_back(last.to(at::kFloat).unsqueeze(2));
-  const auto video = at::cat(parts, 2);
-  const auto vae_weight = model.vae->parameters().front();
-  // retrieve_latents(sample_mode="argmax"): the mean; normalized in float32 as the pipeline does.
-  const auto mean = model.vae->encode(video.to(vae_weight.device(), vae_weight.scalar_type())).mean.to(at::kFloat);
-  const auto latent = model.vae->normalize_latents(mean).to(at::kFloat);
+  const auto latent = model.vae->encode_normalized(at::cat(parts, 2)).to(at::kFloat);
   // The frame mask: 1 on the given pixel frames, the first repeated t times so that the F + t - 1
   // entries fold into t channels of T' latent frames.
   auto mask = at::zeros({batch, 1, frames, lh, lw}, latent.options());

@@ -153,8 +153,7 @@ class VideoTrainingData : public TrainingData {
   // those run.
   void encode(const TextVideoBatch& batch, LatentBatch& out) {
     torch::NoGradGuard no_grad;
-    const auto video = to_compute_device(batch.video).to(model_.vae->parameters().front().scalar_type());
-    out.latents = model_.vae->normalize_latents(model_.vae->encode(video).mean).to(at::kFloat);
+    out.latents = model_.vae->encode_normalized(to_compute_device(batch.video)).to(at::kFloat);
     out.text = model_.encode_prompts(batch.captions, config_.model.max_sequence_length);
     if (model_.config.image_to_video()) condition_on_frames(batch, out);
   }

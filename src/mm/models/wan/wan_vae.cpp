@@ -8,6 +8,7 @@
 #include "mm/core/error.h"
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
+#include "mm/nn/compute_dtype.h"
 #include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
 
@@ -250,6 +251,12 @@ torch::Tensor WanVAEImpl::latent_stat(const std::vector<double>& values, const t
   shape[1] = config_.z_dim;
   // As the pipelines: torch.tensor(list) is float32, then moved to the latents' dtype.
   return torch::tensor(values, torch::kDouble).to(torch::kFloat).view(shape).to(like.device(), like.scalar_type());
+}
+
+torch::Tensor WanVAEImpl::encode_normalized(const torch::Tensor& video) {
+  const auto weight = quant_conv->parameters().front();  // a copy: parameters() is a temporary
+  const auto mean = encode(video.to(weight.device(), weight.scalar_type())).mean;
+  return normalize_latents(mean.to(at_least_fp32(mean.scalar_type())));
 }
 
 torch::Tensor WanVAEImpl::normalize_latents(const torch::Tensor& mean) const {

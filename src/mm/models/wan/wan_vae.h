@@ -62,6 +62,11 @@ class WanVAEImpl : public torch::nn::Module {
   LatentDistribution tiled_encode(const torch::Tensor& video, const WanVAETiling& tiling);
   torch::Tensor tiled_decode(const torch::Tensor& latents, const WanVAETiling& tiling);
 
+  // The latents that training, feature extraction and the image condition use: `video` [B, 3, F,
+  // H, W] in [-1, 1] (any device and dtype) encoded on the VAE's device in its dtype, the
+  // posterior's mean (diffusers' retrieve_latents "argmax"), normalized in fp32 (fp64 stays fp64)
+  // as WanImageToVideoPipeline does; on the VAE's device.
+  torch::Tensor encode_normalized(const torch::Tensor& video);
   // What training / feature extraction does after encode: (mean - latents_mean) * (1 / latents_std).
   torch::Tensor normalize_latents(const torch::Tensor& mean) const;  // [B, z_dim, ...] -> same
   // What WanPipeline does before decode: z / (1 / latents_std) + latents_mean.
