@@ -65,7 +65,7 @@ TEST(ImageToVideoTraining, BothConditionPathsLearnAndTheResultSamples) {
   const auto patch = "patch_embedding.weight";
   const int64_t z = (before.tensor(patch).size(1) - 4) / 2;
   const auto moved = [&](const std::string& name, const at::Tensor& a, const at::Tensor& b) {
-    const double change = relative_error(a, b);
+    const double change = testing::relative_error(a, b);
     std::cout << name << " moved by " << change << "\n";
     EXPECT_GT(change, 1e-4) << name << " did not learn: the condition does not reach it";
   };

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint_comparison.h"
 #include "mm/core/safetensors.h"
 #include "mm/data/synth_video.h"
 #include "testing.h"
@@ -83,11 +84,6 @@ inline double mean_loss(const std::map<int64_t, double>& losses, int64_t first, 
   return sum / static_cast<double>(last - first + 1);
 }
 
-inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const auto x = a.to(torch::kDouble), y = b.to(torch::kDouble);
-  return ((x - y).norm() / x.norm().clamp_min(1e-12)).item<double>();
-}
-
 // The largest relative difference between two runs' final transformers, after checking that
 // their losses agree within 1e-5.
 inline double expect_same_training(const fs::path& a_run, const fs::path& b_run, int64_t steps) {
@@ -98,17 +94,7 @@ inline double expect_same_training(const fs::path& a_run, const fs::path& b_run,
     if (got.count(step)) {
       EXPECT_NEAR(got.at(step), loss, 1e-5 * std::abs(loss)) << "step " << step;
     }
-  const auto a = Checkpoint::open(a_run / "final" / "transformer");
-  const auto b = Checkpoint::open(b_run / "final" / "transformer");
-  EXPECT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const auto& name : a.names()) {
-    const double err = relative_error(a.tensor(name), b.tensor(name));
-    EXPECT_LE(err, 1e-5) << name;
-    worst = std::max(worst, err);
-  }
-  std::cout << "largest relative weight difference to one process: " << worst << "\n";
-  return worst;
+  return expect_checkpoints_within(a_run / "final" / "transformer", b_run / "final" / "transformer", 1e-5);
 }
 
 inline std::pair<int, std::string> launch(int processes, const fs::path& config, const std::string& settings) {
