@@ -14,6 +14,7 @@ SEEDS="${2:-0 1 2 3 4}"
 THREADS="${3:-1 2}"
 EVAL_EVERY="${4:-250}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/bench/grid_runs.sh"
 WORK="$(dirname "$MMTRAIN")/demo_grid"
 DATA="$WORK/shapes"
 mkdir -p "$WORK"
@@ -48,19 +49,7 @@ print(f"| {seed} | {threads} | {first90} | {s['accuracy'] * 100:.1f}% |{types} {
 EOF
 }
 
-for threads in $THREADS; do
-  if [ "$threads" = 1 ]; then
-    set -- $SEEDS
-    while [ $# -gt 0 ]; do
-      run "$1" 1 & pids="$!"
-      if [ $# -gt 1 ]; then run "$2" 1 & pids="$pids $!"; shift; fi
-      shift
-      for p in $pids; do wait "$p"; done
-    done
-  else
-    for seed in $SEEDS; do run "$seed" "$threads"; done
-  fi
-done
+run_grid "$SEEDS" "$THREADS" run
 
 echo "| seed | threads | steps to 90% | final exact match | color | shape | position | caption | time |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"

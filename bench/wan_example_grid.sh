@@ -14,6 +14,7 @@ EXAMPLES="${2:-t2v_synth i2v_synth}"
 SEEDS="${3:-0 1 2}"
 THREADS="${4:-1 2}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/bench/grid_runs.sh"
 WORK="$(dirname "$MMTRAIN")/wan_grid"
 DATA="$WORK/video"
 mkdir -p "$WORK"
@@ -39,21 +40,7 @@ print(f"| {example} | {seed} | {threads} | {len(losses)} | {first:.4f} | {last:.
 EOF
 }
 
-for example in $EXAMPLES; do
-  for threads in $THREADS; do
-    if [ "$threads" = 1 ]; then
-      set -- $SEEDS
-      while [ $# -gt 0 ]; do
-        run "$example" "$1" 1 & pids="$!"
-        if [ $# -gt 1 ]; then run "$example" "$2" 1 & pids="$pids $!"; shift; fi
-        shift
-        for p in $pids; do wait "$p"; done
-      done
-    else
-      for seed in $SEEDS; do run "$example" "$seed" "$threads"; done
-    fi
-  done
-done
+for example in $EXAMPLES; do run_grid "$SEEDS" "$THREADS" run "$example"; done
 
 echo "| example | seed | threads | steps | mean loss, first 30 | mean loss, last 30 | last / first | time |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
