@@ -3,6 +3,8 @@ mm_test(test_process_group)
 mm_test(test_autograd_collectives)
 # Ring and Ulysses attention on 2-4 Gloo ranks against SDPA over the whole sequence (fp64).
 mm_test(test_context_parallel_attention)
+# Gated DeltaNet head-parallel over 2 and 4 Gloo ranks against one process (fp64).
+mm_test(test_gated_delta_net_context_parallel)
 # The Wan DiT split over 2-4 Gloo ranks (Ulysses, ring, USP) against one process (fp64).
 mm_test(test_wan_context_parallel)
 # Qwen-VL trained with context parallelism (launched Gloo runs) against one process.

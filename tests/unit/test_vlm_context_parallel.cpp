@@ -3,8 +3,9 @@
 // USP), its images and video frames encoded across them and gathered, M-RoPE positions computed
 // on the whole sequence. Ten steps on images and videos, padded and packed, must equal one process
 // accumulating the same samples (losses within 1e-5, weights 2e-5 relative), and a checkpoint
-// written at cp=2 resumes on one process and on four. And compute-balanced data parallelism: the
-// same runs with each micro-batch dealt to the ranks by cost.
+// written at cp=2 resumes on one process and on four. Qwen3-VL, Qwen3-VL-MoE, Qwen3.5 (its Gated
+// DeltaNet layers head-parallel, its MTP head) and Qwen3.5-MoE by the same plan. And
+// compute-balanced data parallelism: the same runs with each micro-batch dealt to the ranks by cost.
 #include <fstream>
 
 #include "launched_training.h"
@@ -184,12 +185,44 @@ TEST(VlmContextParallel, ComputeBalancedDataParallelEqualsTheUnbalancedRun) {
   EXPECT_NE(packed.output.find("balance_compute"), std::string::npos) << packed.output;
 }
 
-// What context parallelism cannot split yet is refused before training, naming the key.
+// Qwen3.5's hybrid decoder: its Gated DeltaNet layers run head-parallel over the cp ranks (the
+// whole sequence, per document, for a share of their heads: per key head on 2 ranks, per value
+// head on 4, as its 2 key and 4 value heads allow), its attention layers split as above, and its
+// multi-token-prediction head trained beside it on each rank's tokens (what a depth reads ahead
+// formed on the whole sequence). Padded with Ulysses, packed with ring attention and
+// recomputation, and USP over four processes.
+TEST(VlmContextParallel, Qwen3_5HybridDecoderWithItsMtpHeadEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_5_with_mtp_dir(testing::temp_dir("vlm_cp_qwen3_5_model"));
+  const auto padded = train_on_videos("vlm_cp_qwen3_5_single", 1, 1, "", model);
+  EXPECT_NE(padded.output.find("multi-token prediction: 1 depth(s)"), std::string::npos) << padded.output;
+  expect_equal_to_single_process(train_on_videos("vlm_cp_qwen3_5_ulysses", 2, 2, "", model), padded);
+  expect_equal_to_single_process(train_on_videos("vlm_cp_qwen3_5_usp", 4, 4, "--set parallel.cp_ulysses=2", model),
+                                 padded);
+  const auto packed = train_on_videos("vlm_cp_qwen3_5_packed_single", 1, 1, "--set data.packing=true", model);
+  expect_equal_to_single_process(
+      train_on_videos("vlm_cp_qwen3_5_packed_ring", 2, 2,
+                      "--set data.packing=true --set parallel.cp_ulysses=1 --set train.recompute=true", model),
+      packed);
+}
+
+// Qwen3.5-MoE: the hybrid decoder with sparse layers and their load-balancing loss, over cp=2.
+TEST(VlmContextParallel, Qwen3_5MoEOverTwoProcessesEqualsOneProcess) {
+  const auto model = testing::tiny_qwen3_5_moe_dir(testing::temp_dir("vlm_cp_qwen3_5_moe_model"));
+  const std::string settings = "--set train.micro_batch_size=1 --set train.grad_accum=8";
+  const auto single = train_on_videos("vlm_cp_qwen3_5_moe_single", 1, 1, settings, model);
+  expect_equal_to_single_process(train_on_videos("vlm_cp_qwen3_5_moe", 2, 2, settings, model), single);
+}
+
+// What context parallelism cannot split is refused before training, naming the key.
 TEST(VlmContextParallel, UnsupportedLayoutsAreRefusedNamingTheKey) {
-  const auto hybrid = testing::tiny_qwen3_5_with_mtp_dir(testing::temp_dir("vlm_cp_qwen3_5_model"));
-  const auto deltanet = train_on_videos("vlm_cp_qwen3_5", 2, 2, "--set model.mtp_loss_weight=0", hybrid);
+  const auto hybrid = testing::tiny_qwen3_5_dir(testing::temp_dir("vlm_cp_qwen3_5_heads_model"));
+  const auto deltanet = train_on_videos("vlm_cp_qwen3_5_heads", 3, 3, "--set parallel.cp_ulysses=1", hybrid);
   EXPECT_NE(deltanet.status, 0);
-  EXPECT_NE(deltanet.output.find("is a Gated DeltaNet (linear attention)"), std::string::npos) << deltanet.output;
+  EXPECT_NE(deltanet.output.find("is a Gated DeltaNet, which context parallelism splits by heads over all cp ranks, "
+                                 "but neither its linear_num_key_heads (2) nor its linear_num_value_heads (4) is a "
+                                 "multiple of 3"),
+            std::string::npos)
+      << deltanet.output;
   const auto both = train_on_videos("vlm_cp_ep_too_many", 4, 4, "--set parallel.ep=2");
   EXPECT_NE(both.status, 0);
   EXPECT_NE(both.output.find("parallel.ep=2 x parallel.cp=4 does not divide parallel.dp_shard=4"), std::string::npos)

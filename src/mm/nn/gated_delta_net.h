@@ -13,7 +13,13 @@
 //   - packed: one row holding several samples (cu_seqlens): the conv window and the recurrent
 //     state restart at every sample, so the row equals its samples run alone;
 //   - cached: continuing from a DeltaNetCache (decode); one new token takes the recurrent step,
-//     several the chunked form from the cached state.
+//     several the chunked form from the cached state;
+//   - context-parallel: this rank holds some of the sequence's tokens (nn/sequence_split.h). The
+//     recurrence needs the whole sequence in order, and its heads are independent, so the layer
+//     runs head-parallel: the projections on this rank's tokens, one all-to-all to the whole
+//     sequence for a share of the heads (q and k of a key head travel with the value heads that
+//     read it; with fewer key heads than ranks, q and k go per value head), the conv and the rule
+//     on it (per document), one all-to-all back, the gated norm and out_proj on this rank's tokens.
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -24,7 +30,9 @@
 
 #include "mm/nn/kv_cache.h"
 #include "mm/nn/linear.h"
+#include "mm/nn/gated_delta_rule.h"
 #include "mm/nn/norms.h"
+#include "mm/nn/sequence_split.h"
 
 namespace mm {
 
@@ -56,8 +64,12 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   // cu_seqlens: a packed row (batch 1): the sample boundaries, 0 .. seq; empty = one sample.
   // cache: start from it (an empty one = zeros) and leave the state after the last token in it.
   //   Not with cu_seqlens.
+  // split: x holds this rank's tokens of a context-parallel split (which has the documents); alone,
+  //   without mask, cu_seqlens or cache. linear_num_key_heads or linear_num_value_heads must be a
+  //   multiple of its ranks.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& attention_mask = {},
-                        const std::vector<int64_t>& cu_seqlens = {}, DeltaNetCache* cache = nullptr);
+                        const std::vector<int64_t>& cu_seqlens = {}, DeltaNetCache* cache = nullptr,
+                        const SequenceSplit* split = nullptr);
 
   const GatedDeltaNetOptions& options() const { return options_; }
 
@@ -67,9 +79,19 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   GatedRMSNorm norm{nullptr};
 
  private:
-  // mixed: [batch, conv_dim, seq] -> the activated causal conv, same shape.
-  torch::Tensor causal_conv(const torch::Tensor& mixed, const std::vector<int64_t>& cu_seqlens,
-                            DeltaNetCache* cache) const;
+  // mixed: [batch, channels, seq] through `weight` [channels, 1, kernel] (conv_weight, or the rows
+  // of this rank's heads) -> the activated causal conv, same shape.
+  torch::Tensor causal_conv(const torch::Tensor& mixed, const torch::Tensor& weight,
+                            const std::vector<int64_t>& cu_seqlens, DeltaNetCache* cache) const;
+  // From mixed q|k|v (conv output) and the gates' inputs on the whole sequence to the rule's output
+  // [batch, seq, value heads, value_head_dim] in x's dtype: what both the local and the
+  // head-parallel path run. q, k: [batch, seq, key heads, key_head_dim] with `group` value heads
+  // each; v: [batch, seq, value heads, value_head_dim]; a, b: [batch, seq, value heads];
+  // A_log and dt_bias: those heads' rows.
+  DeltaRuleOutput delta_rule(torch::Tensor q, torch::Tensor k, const torch::Tensor& v, const torch::Tensor& a,
+                             const torch::Tensor& b, const torch::Tensor& A_log, const torch::Tensor& dt_bias,
+                             int64_t group, const std::vector<int64_t>& cu_seqlens, DeltaNetCache* cache) const;
+  torch::Tensor forward_split(const torch::Tensor& x, const SequenceSplit& split);
 
   GatedDeltaNetOptions options_;
 };

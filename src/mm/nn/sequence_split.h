@@ -27,6 +27,15 @@ struct SequenceSplit {
   int64_t ranks = 1;
   std::function<at::Tensor(const at::Tensor& x)> sum;
 
+  // Head parallelism, for layers that must run the whole sequence in order (a recurrence: Gated
+  // DeltaNet) rather than attend through `attention`: x [batch, heads, local, dim] (this rank's
+  // tokens, all heads) -> [batch, heads / ranks, total, dim], the whole sequence in order for this
+  // rank's share of the heads (heads [rank * heads / ranks, (rank + 1) * heads / ranks)), and
+  // `from_heads` back. Differentiable: the two all-to-alls of Ulysses over every rank of the split.
+  int64_t rank = 0;                 // this rank's index among the `ranks`
+  std::vector<int64_t> cu_seqlens;  // the whole sequence's documents [0, ..., total]
+  std::function<at::Tensor(const at::Tensor& x)> to_heads, from_heads;
+
   // x's rows at this rank's positions along `dim` (x holds the whole sequence there).
   at::Tensor take(const at::Tensor& x, int64_t dim) const;
 };

@@ -4,6 +4,7 @@
 
 #include "mm/core/error.h"
 #include "mm/parallel/sequence_shards.h"
+#include "mm/parallel/ulysses_attention.h"
 #include "mm/parallel/usp_attention.h"
 
 #include <cmath>
@@ -50,6 +51,19 @@ SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
     std::vector<int64_t> inverse(order.size());
     for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
     split->ranks = world;
+    split->rank = rank;
+    split->cu_seqlens = cu_seqlens;
+    // Ulysses' exchanges over the whole cp group (its ranks in cp order, as the shards are), with the
+    // gathered tokens put from rank order into sequence order and back.
+    split->to_heads = [group = groups.cp, sizes, inverse](const at::Tensor& x) {
+      return ulysses_scatter_heads(x, sizes, group)
+          .index_select(2, torch::tensor(inverse, torch::TensorOptions().dtype(torch::kInt64)).to(x.device()));
+    };
+    split->from_heads = [group = groups.cp, sizes, order](const at::Tensor& x) {
+      return ulysses_gather_heads(
+          x.index_select(2, torch::tensor(order, torch::TensorOptions().dtype(torch::kInt64)).to(x.device())), sizes,
+          group);
+    };
     split->sum = [group = groups.cp, world](const at::Tensor& x) {
       at::NoGradGuard no_grad;
       // Every rank's x stacked in rank order and added up: the same sum, in the same order, everywhere.

@@ -142,7 +142,6 @@ at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch&
   // document whose right padding no real token sees, so the attention needs no mask.
   std::shared_ptr<const SequenceSplit> split;
   if (model->context_parallel) {
-    MM_CHECK(weights.mtp_loss_weight == 0, "vlm_loss_sum: context parallelism with a multi-token-prediction loss");
     const int64_t seq = batch.inputs.input_ids.size(1);
     split = model->context_parallel(batch.cu_seqlens.empty() ? std::vector<int64_t>{0, seq} : batch.cu_seqlens,
                                     /*causal=*/true);
@@ -172,14 +171,20 @@ at::Tensor vlm_loss_sum(QwenVLForConditionalGeneration& model, const TrainBatch&
   }
   auto sum = supervised_cross_entropy(model, hidden, split ? split->take(batch.targets, 1) : batch.targets);
   if (weights.mtp_loss_weight > 0) {
+    // Under context parallelism the head's layers run on this rank's tokens as the decoder's do;
+    // what a depth reads ahead (the shifted embeddings, its targets) is formed on the whole
+    // sequence, then sliced.
     const auto context =
-        model->model->context(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr, batch.cu_seqlens);
+        split ? model->model->context(split->take(embeds, 1), split->take(batch.position_ids, 2), {}, nullptr, {}, split)
+              : model->model->context(embeds, batch.position_ids, batch.inputs.attention_mask, nullptr,
+                                      batch.cu_seqlens);
+    auto mine = [&](const at::Tensor& whole) { return split ? split->take(whole, 1) : whole; };
     const int64_t depths = model->mtp->depths();
     auto h = hidden;
     for (int64_t k = 1; k <= depths; ++k) {
       const auto positions = multi_token_positions(batch, k);  // what depth k reads, and predicts from
-      h = model->mtp->forward(k, shifted_left(embeds, positions, k), h, context, balance);
-      sum = sum + supervised_cross_entropy(model, h, multi_token_targets(batch, k, positions)) *
+      h = model->mtp->forward(k, mine(shifted_left(embeds, positions, k)), h, context, balance);
+      sum = sum + supervised_cross_entropy(model, h, mine(multi_token_targets(batch, k, positions))) *
                       (weights.mtp_loss_weight / static_cast<double>(depths));
     }
   }

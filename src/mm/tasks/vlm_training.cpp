@@ -304,13 +304,15 @@ class VlmTrainingTask : public TrainingTask {
     const int64_t ulysses = mesh.size(parallel::MeshDim::cp_ulysses), ring = mesh.size(parallel::MeshDim::cp_ring);
     const auto& text = model_->config().text;
     const auto groups = parallel::context_parallel_groups(mesh, text.num_attention_heads, "the decoder's");
+    // Gated DeltaNet layers (Qwen3.5's hybrid decoder) run head-parallel over all cp ranks: their
+    // key or value heads must split evenly.
     for (int64_t i = 0; i < text.num_hidden_layers; ++i)
-      MM_CHECK(!text.is_linear_attention_layer(i), "parallel.cp=", cp, ": decoder layer ", i, " of ",
-               config_.model.path.string(),
-               " is a Gated DeltaNet (linear attention), which runs the sequence as one recurrence; context "
-               "parallelism splits attention layers only (not yet Qwen3.5's hybrid decoder)");
-    MM_CHECK(loss_weights_.mtp_loss_weight == 0, "parallel.cp=", cp,
-             ": the multi-token-prediction head reads tokens ahead across the split; set model.mtp_loss_weight: 0");
+      MM_CHECK(!text.is_linear_attention_layer(i) || text.linear.num_key_heads % cp == 0 ||
+                   text.linear.num_value_heads % cp == 0,
+               "parallel.cp=", cp, ": decoder layer ", i, " of ", config_.model.path.string(),
+               " is a Gated DeltaNet, which context parallelism splits by heads over all cp ranks, but neither its "
+               "linear_num_key_heads (", text.linear.num_key_heads, ") nor its linear_num_value_heads (",
+               text.linear.num_value_heads, ") is a multiple of ", cp);
     model_->context_parallel = parallel::sequence_splitter(groups);
     model_->vision_items = parallel::item_splitter(groups);
     log::info("context parallelism: each sample's tokens split over cp=", cp, " ranks (Ulysses ", ulysses, " x ring ",

@@ -142,7 +142,8 @@ torch::Tensor Qwen2DecoderLayerImpl::forward(const torch::Tensor& x, const Rotar
                                              const AttentionMask& mask, KVCache* cache, LoadBalancingLoss* balance) {
   auto normed_x = input_layernorm(x);
   auto h = x + (linear_attn ? linear_attn->forward(normed_x, mask.linear_padding, mask.cu_seqlens,
-                                                   cache ? &cache->linear_state(layer_index_) : nullptr)
+                                                   cache ? &cache->linear_state(layer_index_) : nullptr,
+                                                   mask.split.get())
                             : self_attn->forward(normed_x, rope, mask, cache));
   auto normed = post_attention_layernorm(h);
   return h + (moe ? moe->forward(normed, balance) : mlp(normed));
@@ -193,10 +194,6 @@ DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const
              "Qwen2Model: a context-parallel forward takes no cu_seqlens, attention mask or cache (the split has them)");
     MM_CHECK(split->positions.size() == static_cast<size_t>(seq), "Qwen2Model: the context-parallel split holds ",
              split->positions.size(), " tokens here but inputs_embeds has ", seq);
-    for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
-      MM_CHECK(!config_.is_linear_attention_layer(i), "Qwen2Model: layer ", i,
-               " is a Gated DeltaNet (linear attention), which runs the sequence as one recurrence: context "
-               "parallelism splits attention layers only");
     mask.split = std::move(split);
   } else if (cu_seqlens.empty()) {
     mask = make_causal_mask(padding_mask, seq, past, device);
