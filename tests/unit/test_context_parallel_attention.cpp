@@ -8,7 +8,6 @@
 // its tokens and compares its rows of the reference's output and gradients.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <functional>
 #include <iostream>
 
@@ -17,13 +16,13 @@
 #include "mm/parallel/ring_attention.h"
 #include "mm/parallel/ulysses_attention.h"
 #include "mm/parallel/usp_attention.h"
+#include "rank_job.h"
 #include "rank_processes.h"
 #include "testing.h"
 
 namespace mm {
 namespace {
 
-using namespace std::chrono_literals;
 using parallel::Group;
 using parallel::SequenceShard;
 
@@ -119,13 +118,7 @@ void check_usp(const dist::Rendezvous& job, int64_t rank) {
 }
 
 int run_worker() {
-  const auto env = dist::DistEnv::from_env();
-  dist::RendezvousOptions options;
-  options.timeout = 60s;
-  const auto job = dist::rendezvous(env, options);
-  std::vector<int64_t> everyone;
-  for (int64_t i = 0; i < env.world_size; ++i) everyone.push_back(i);
-  auto group = dist::new_gloo_group(job, everyone, "world");
+  const auto [env, job, group] = testing::join_rank_job();
   const int64_t world = env.world_size, rank = env.rank;
   if (world == 4) check_usp(job, rank);
   for (const auto& c : cases(world)) {

@@ -10,19 +10,17 @@
 // copied to each). Heads that the ranks cannot split are refused, naming both head counts.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <iostream>
 
 #include "mm/dist/process_group.h"
 #include "mm/nn/gated_delta_net.h"
 #include "mm/parallel/context_parallel.h"
+#include "rank_job.h"
 #include "rank_processes.h"
 #include "testing.h"
 
 namespace mm {
 namespace {
-
-using namespace std::chrono_literals;
 
 GatedDeltaNetOptions layer_options(int64_t key_heads, int64_t value_heads) {
   GatedDeltaNetOptions o;
@@ -97,13 +95,7 @@ void check_case(const std::vector<int64_t>& cu_seqlens, const SequenceSplitter& 
 }
 
 int run_worker() {
-  const auto env = dist::DistEnv::from_env();
-  dist::RendezvousOptions options;
-  options.timeout = 60s;
-  const auto job = dist::rendezvous(env, options);
-  std::vector<int64_t> everyone;
-  for (int64_t i = 0; i < env.world_size; ++i) everyone.push_back(i);
-  const auto group = dist::new_gloo_group(job, everyone, "world");
+  const auto [env, job, group] = testing::join_rank_job();
   const auto splitter = parallel::sequence_splitter({group, group, nullptr});
   for (const auto& cu_seqlens : std::vector<std::vector<int64_t>>{{0, 13}, {0, 5, 14, 21}})
     check_case(cu_seqlens, splitter, env.rank);

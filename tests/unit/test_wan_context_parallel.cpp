@@ -7,20 +7,19 @@
 // 27 video tokens: no degree divides them.
 #include <torch/torch.h>
 
-#include <chrono>
 #include <iostream>
 
 #include "mm/dist/process_group.h"
 #include "mm/models/wan/wan_transformer.h"
 #include "mm/parallel/context_parallel.h"
 #include "mm/train/recompute.h"
+#include "rank_job.h"
 #include "rank_processes.h"
 #include "testing.h"
 
 namespace mm {
 namespace {
 
-using namespace std::chrono_literals;
 using parallel::Group;
 
 at::Tensor values(at::IntArrayRef shape, double salt) {
@@ -89,14 +88,8 @@ void compare(const Result& split, const Result& whole, const Group& world, int64
 }
 
 int run_worker() {
-  const auto env = dist::DistEnv::from_env();
-  dist::RendezvousOptions options;
-  options.timeout = 60s;
-  const auto job = dist::rendezvous(env, options);
+  const auto [env, job, all] = testing::join_rank_job();
   const int64_t world = env.world_size, rank = env.rank;
-  std::vector<int64_t> everyone;
-  for (int64_t i = 0; i < world; ++i) everyone.push_back(i);
-  const auto all = dist::new_gloo_group(job, everyone, "world");
   // The layouts of cp = world: Ulysses (4 heads: not over 3 ranks), ring, and USP 2 x 2 over 4.
   std::vector<std::pair<std::string, parallel::ContextParallelGroups>> layouts;
   if (4 % world == 0) layouts.push_back({"ulysses", {all, all, Group()}});
