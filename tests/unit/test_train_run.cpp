@@ -250,30 +250,9 @@ TEST(TrainRun, LoraRunExportsMerged) {
   expect_export_matches(dir / "run", dir);
 }
 
-// The tiny template as a Qwen2-VL directory: its config.json says qwen2_vl with a Qwen2-VL vision
-// tower (LayerNorm, fc1/fc2 MLP, no windows) of the same widths; tokenizer and processor unchanged.
-fs::path qwen2_vl_template(const fs::path& dir) {
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(kTemplate))
-    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
-  auto config = read_json_file(kTemplate / "config.json");
-  config["model_type"] = "qwen2_vl";
-  config["architectures"] = {"Qwen2VLForConditionalGeneration"};
-  config["text_config"]["model_type"] = "qwen2_vl_text";
-  config["vision_config"] = {{"model_type", "qwen2_vl_vision"}, {"depth", 2}, {"embed_dim", 64},
-                             {"hidden_size", config["text_config"]["hidden_size"]}, {"mlp_ratio", 2},
-                             {"num_heads", 4}, {"patch_size", 14}, {"spatial_merge_size", 2},
-                             {"temporal_patch_size", 2}, {"initializer_range", 0.02}};
-  std::ofstream(dir / "config.json") << config.dump(2);
-  auto tokenizer_config = read_json_file(kTemplate / "tokenizer_config.json");
-  tokenizer_config["processor_class"] = "Qwen2VLProcessor";
-  std::ofstream(dir / "tokenizer_config.json") << tokenizer_config.dump(2);
-  return dir;
-}
-
 TEST(TrainRun, Qwen2VLTrainsThroughTheSameCommandAndExports) {
   const auto dir = testing::temp_dir("train_qwen2_vl");
-  const auto model = qwen2_vl_template(dir / "model");
+  const auto model = testing::tiny_qwen2_vl_dir(dir / "model");
   auto [status, out] = run_command(kMmtrain + " train " +
                                    write_config(dir, (shapes_data() / "train.jsonl").string(), "", 4, model).string());
   ASSERT_EQ(status, 0) << out;

@@ -115,6 +115,13 @@ TEST(VlmContextParallel, UspAndContextParallelTimesFsdpOverFourProcessesEqualOne
   expect_equal_to_single_process(train_on_videos("vlm_cp_fsdp", 4, 2, ""), padded_single());
 }
 
+// Qwen2-VL: its tower without windows (attention within each frame's patches), frames dealt the same way.
+TEST(VlmContextParallel, Qwen2VLOverTwoProcessesEqualsOneProcess) {
+  const auto model = testing::tiny_qwen2_vl_dir(testing::temp_dir("vlm_cp_qwen2_vl_model"));
+  const auto single = train_on_videos("vlm_cp_qwen2_vl_single", 1, 1, "", model);
+  expect_equal_to_single_process(train_on_videos("vlm_cp_qwen2_vl", 2, 2, "", model), single);
+}
+
 // Qwen3-VL: its DeepStack features added at this rank's visual positions only; one sample a
 // micro-batch, so an image-only one (one item for two ranks) is encoded whole on each rank.
 TEST(VlmContextParallel, Qwen3VLWithDeepStackOverTwoProcessesEqualsOneProcess) {

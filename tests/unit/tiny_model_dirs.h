@@ -11,6 +11,30 @@
 
 namespace mm::testing {
 
+// examples/qwen2.5vl/tiny-shapes as a Qwen2-VL directory in `dir`: its config.json says qwen2_vl
+// with a Qwen2-VL vision tower (LayerNorm, fc1/fc2 MLP, no windows) of the same widths; tokenizer
+// and processor unchanged.
+inline std::filesystem::path tiny_qwen2_vl_dir(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(kTemplate))
+    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  auto config = read_json_file(kTemplate / "config.json");
+  config["model_type"] = "qwen2_vl";
+  config["architectures"] = {"Qwen2VLForConditionalGeneration"};
+  config["text_config"]["model_type"] = "qwen2_vl_text";
+  config["vision_config"] = {{"model_type", "qwen2_vl_vision"}, {"depth", 2}, {"embed_dim", 64},
+                             {"hidden_size", config["text_config"]["hidden_size"]}, {"mlp_ratio", 2},
+                             {"num_heads", 4}, {"patch_size", 14}, {"spatial_merge_size", 2},
+                             {"temporal_patch_size", 2}, {"initializer_range", 0.02}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  auto tokenizer_config = read_json_file(kTemplate / "tokenizer_config.json");
+  tokenizer_config["processor_class"] = "Qwen2VLProcessor";
+  std::ofstream(dir / "tokenizer_config.json") << tokenizer_config.dump(2);
+  return dir;
+}
+
 // examples/qwen2.5vl/tiny-shapes as a Qwen3-VL directory in `dir`: a Qwen3-VL vision tower
 // (16-pixel patches, a learned position table, DeepStack into both decoder layers) and the Qwen3 decoder (q/k norms, head_dim 32
 // with interleaved M-RoPE); the image processor takes 16-pixel patches, the video processor is

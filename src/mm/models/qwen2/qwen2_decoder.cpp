@@ -17,8 +17,9 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
   if (!padded) {
     // Without padding SDPA's own masking suffices: upper-left causal alignment equals ours when
     // there is no prefix, and a single new token sees everything.
-    if (past == 0) return {{}, true, nullptr, {}, {}};
-    if (q_len == 1) return {{}, false, nullptr, {}, {}};
+    AttentionMask plain;
+    plain.is_causal = past == 0;
+    if (past == 0 || q_len == 1) return plain;
   } else {
     MM_CHECK(padding_mask.dim() == 2 && padding_mask.size(1) == kv_len, "attention_mask must be [batch, ",
              kv_len, "] (cached + new positions), got ", padding_mask.sizes());
@@ -32,7 +33,9 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
     auto self = (kv_pos.view({1, kv_len}) == q_pos.view({q_len, 1})).view({1, 1, q_len, kv_len});
     mask = (mask & keys) | self;
   }
-  return {mask, false, nullptr, {}, {}};
+  AttentionMask out;
+  out.mask = mask;
+  return out;
 }
 
 AttentionMask make_packed_causal_mask(const std::vector<int64_t>& cu_seqlens, const c10::Device& device) {
