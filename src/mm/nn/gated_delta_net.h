@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "mm/nn/gated_delta_rule.h"
 #include "mm/nn/kv_cache.h"
 #include "mm/nn/linear.h"
-#include "mm/nn/gated_delta_rule.h"
 #include "mm/nn/norms.h"
 #include "mm/nn/sequence_split.h"
 
@@ -84,8 +84,8 @@ class GatedDeltaNetImpl : public torch::nn::Module {
   torch::Tensor causal_conv(const torch::Tensor& mixed, const torch::Tensor& weight,
                             const std::vector<int64_t>& cu_seqlens, DeltaNetCache* cache) const;
   // From mixed q|k|v (conv output) and the gates' inputs on the whole sequence to the rule's output
-  // [batch, seq, value heads, value_head_dim] in x's dtype: what both the local and the
-  // head-parallel path run. q, k: [batch, seq, key heads, key_head_dim] with `group` value heads
+  // [batch, seq, value heads, value_head_dim] (fp32, or fp64) and final state: what both the local
+  // and the head-parallel path run; `cache`, when given, starts the rule and keeps its state. q, k: [batch, seq, key heads, key_head_dim] with `group` value heads
   // each; v: [batch, seq, value heads, value_head_dim]; a, b: [batch, seq, value heads];
   // A_log and dt_bias: those heads' rows.
   DeltaRuleOutput delta_rule(torch::Tensor q, torch::Tensor k, const torch::Tensor& v, const torch::Tensor& a,
