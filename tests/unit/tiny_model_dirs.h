@@ -11,16 +11,22 @@
 
 namespace mm::testing {
 
+// Every file of examples/qwen2.5vl/tiny-shapes copied into `dir` (created); returns its config.json,
+// for the caller to turn into another family's.
+inline nlohmann::json copy_tiny_shapes(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const fs::path tiny_shapes = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(tiny_shapes))
+    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  return read_json_file(tiny_shapes / "config.json");
+}
+
 // examples/qwen2.5vl/tiny-shapes as a Qwen2-VL directory in `dir`: its config.json says qwen2_vl
 // with a Qwen2-VL vision tower (LayerNorm, fc1/fc2 MLP, no windows) of the same widths; tokenizer
 // and processor unchanged.
 inline std::filesystem::path tiny_qwen2_vl_dir(const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(kTemplate))
-    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
-  auto config = read_json_file(kTemplate / "config.json");
+  auto config = copy_tiny_shapes(dir);
   config["model_type"] = "qwen2_vl";
   config["architectures"] = {"Qwen2VLForConditionalGeneration"};
   config["text_config"]["model_type"] = "qwen2_vl_text";
@@ -29,7 +35,7 @@ inline std::filesystem::path tiny_qwen2_vl_dir(const std::filesystem::path& dir)
                              {"num_heads", 4}, {"patch_size", 14}, {"spatial_merge_size", 2},
                              {"temporal_patch_size", 2}, {"initializer_range", 0.02}};
   std::ofstream(dir / "config.json") << config.dump(2);
-  auto tokenizer_config = read_json_file(kTemplate / "tokenizer_config.json");
+  auto tokenizer_config = read_json_file(dir / "tokenizer_config.json");
   tokenizer_config["processor_class"] = "Qwen2VLProcessor";
   std::ofstream(dir / "tokenizer_config.json") << tokenizer_config.dump(2);
   return dir;
@@ -40,12 +46,7 @@ inline std::filesystem::path tiny_qwen2_vl_dir(const std::filesystem::path& dir)
 // with interleaved M-RoPE); the image processor takes 16-pixel patches, the video processor is
 // Qwen3VLVideoProcessor; tokenizer and chat template unchanged.
 inline std::filesystem::path tiny_qwen3_vl_dir(const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  const fs::path kTemplate = kSourceDir / "examples" / "qwen2.5vl" / "tiny-shapes";
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(kTemplate))
-    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
-  auto config = read_json_file(kTemplate / "config.json");
+  auto config = copy_tiny_shapes(dir);
   config["model_type"] = "qwen3_vl";
   config["architectures"] = {"Qwen3VLForConditionalGeneration"};
   auto& text = config["text_config"];
@@ -60,7 +61,7 @@ inline std::filesystem::path tiny_qwen3_vl_dir(const std::filesystem::path& dir)
                              {"num_position_embeddings", 16}, {"deepstack_visual_indexes", {0, 1}},
                              {"hidden_act", "gelu_pytorch_tanh"}, {"initializer_range", 0.02}};
   std::ofstream(dir / "config.json") << config.dump(2);
-  auto image = read_json_file(kTemplate / "preprocessor_config.json");
+  auto image = read_json_file(dir / "preprocessor_config.json");
   image["patch_size"] = 16;
   image["size"] = {{"shortest_edge", 32 * 32 * 4}, {"longest_edge", 32 * 32 * 16}};
   std::ofstream(dir / "preprocessor_config.json") << image.dump(2);
@@ -68,7 +69,7 @@ inline std::filesystem::path tiny_qwen3_vl_dir(const std::filesystem::path& dir)
   video.erase("image_processor_type");
   video["video_processor_type"] = "Qwen3VLVideoProcessor";
   std::ofstream(dir / "video_preprocessor_config.json") << video.dump(2);
-  auto tokenizer_config = read_json_file(kTemplate / "tokenizer_config.json");
+  auto tokenizer_config = read_json_file(dir / "tokenizer_config.json");
   tokenizer_config["processor_class"] = "Qwen3VLProcessor";
   std::ofstream(dir / "tokenizer_config.json") << tokenizer_config.dump(2);
   return dir;
