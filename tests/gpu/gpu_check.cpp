@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -53,6 +54,7 @@
 #include "mm/train/autocast.h"
 #include "mm/train/model_flops.h"
 #include "mm/train/optimizer.h"
+#include "gpu/host_sync_counter.h"
 #include "unit/tiny_qwen2_5_vl.h"
 
 namespace fs = std::filesystem;
@@ -104,10 +106,12 @@ mm::TrainSample train_sample(const mm::QwenVLConfig& config, int64_t before, int
 // The trainer's own step (padded batches of two samples, clipping, fused AdamW, lr 1e-3) on
 // `model`'s device, `batches` in turn: as the trainer runs one process (through the sharding
 // wrapper on a mesh of one, every unit replicated), or sharded over `mesh` with `sharding`.
+// With `syncs`, the host's waits for the GPU in steps `counted_from` on are added to it by site.
 std::vector<mm::StepResult> train_steps(mm::QwenVLForConditionalGeneration& model,
                                         const std::vector<mm::TrainBatch>& batches, int steps, bool bf16,
                                         const mm::parallel::DeviceMesh* mesh = nullptr,
-                                        const mm::parallel::ShardingOptions& sharding = {}) {
+                                        const mm::parallel::ShardingOptions& sharding = {},
+                                        std::map<std::string, int64_t>* syncs = nullptr, int counted_from = 0) {
   const mm::parallel::DeviceMesh one_process;
   mm::parallel::FullyShardedModel wrapped(
       mm::qwen_vl_sharding_units(model, mm::ShardPlacement::shard, mm::ShardPlacement::shard),
@@ -123,8 +127,13 @@ std::vector<mm::StepResult> train_steps(mm::QwenVLForConditionalGeneration& mode
   options.bf16_autocast = bf16;
   options.data_parallel = &wrapped;
   std::vector<mm::StepResult> results;
-  for (int s = 0; s < steps; ++s)
+  for (int s = 0; s < steps; ++s) {
+    std::optional<mm::gpu_check::HostSyncCounter> counter;
+    if (syncs && s >= counted_from) counter.emplace();
     results.push_back(mm::train_step(model, optimizer, optim.lr, params, {batches[s % batches.size()]}, options));
+    if (counter && syncs)
+      for (const auto& [site, n] : counter->sites()) (*syncs)[site] += n;
+  }
   wrapped.gather_all_for_export();  // the trained weights back in the module, for comparison
   model->model->block_runner = model->visual->block_runner = nullptr;
   return results;
@@ -205,6 +214,34 @@ void qwen_parity() {
   for (size_t s = 0; s < la10.size(); ++s) worst = std::max(worst, std::abs(la10[s] - lb10[s]) / std::abs(la10[s]));
   report("qwen2_5_vl.ten_training_steps_fp32", worst < 1e-3 && la10.back() < la10.front(),
          {{"losses_cpu", la10}, {"losses_cuda", lb10}, {"max_rel_diff", worst}});
+}
+
+// The trainer's step on CUDA (bf16 autocast, fused AdamW, through the sharding wrapper), padded
+// and packed batches: the host may wait for the GPU only where the step reads its loss and
+// gradient norm back, at its end (mm::train_step itself). Any other wait (a copy from pageable
+// memory, .item(), nonzero, a boolean index) stalls the queue mid-step and is named by its site.
+void step_host_syncs() {
+  const char* name = "qwen2_5_vl.step_host_syncs";
+  if (!kCuda.is_cuda() || !mm::gpu_check::HostSyncCounter::available()) {
+    report(name, true, {{"skipped", kCuda.is_cuda() ? "this build has no CUDA headers (sync debug mode)"
+                                                    : "the CPU has no host syncs to count"}});
+    return;
+  }
+  auto model = mm::testing::tiny_model(13);
+  model->to(kCuda);
+  const auto config = model->config();
+  std::vector<mm::TrainBatch> batches = two_batches(config);
+  batches.push_back(mm::collate_packed({train_sample(config, 6, 9, 5), train_sample(config, 3, 5, 6)}));
+  std::map<std::string, int64_t> syncs;
+  // Step 0 creates the optimizer's state; steps 1-3 (padded, packed, padded) are counted.
+  train_steps(model, {batches[2], batches[0], batches[2], batches[1]}, 4, /*bf16=*/true, nullptr, {}, &syncs, 1);
+  int64_t elsewhere = 0, at_end = 0;
+  // The generic step (train/train_step.cpp), not the lambdas inside train_step functions.
+  auto is_the_end = [](const std::string& site) {
+    return site.rfind("mm::train_step(std::vector<mm::MicroBatchCounts", 0) == 0 && site.find("{lambda") == std::string::npos;
+  };
+  for (const auto& [site, n] : syncs) (is_the_end(site) ? at_end : elsewhere) += n;
+  report(name, elsewhere == 0, {{"steps", 3}, {"syncs_at_the_end", at_end}, {"syncs_elsewhere", elsewhere}, {"sites", syncs}});
 }
 
 void wan_parity(const fs::path& source) {
@@ -866,6 +903,7 @@ int main(int argc, char** argv) {
     }
   };
   run("qwen2_5_vl", qwen_parity);
+  run("qwen2_5_vl.step_host_syncs", step_host_syncs);
   run("wan_dit", [&] { wan_parity(source); });
   run("wan_pipeline", [&] { wan_sampling_parity(source); });
   run("load", [&] { load_on_device(source); });

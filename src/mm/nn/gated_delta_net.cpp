@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/nn/compute_dtype.h"
 #include "mm/nn/gated_delta_rule.h"
 #include "mm/nn/gated_mlp.h"
@@ -84,10 +85,10 @@ torch::Tensor GatedDeltaNetImpl::causal_conv(const torch::Tensor& mixed, const t
         columns.push_back(t);
       }
     }
-    auto index = torch::tensor(columns, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
+    auto index = host_values_on(columns, input.device());
     auto laid_out = torch::cat({input, torch::zeros({batch, channels, 1}, input.options())}, 2).index_select(2, index);
     out = depthwise_conv(laid_out, weight, 0)
-              .index_select(2, torch::tensor(outputs, index.options()));
+              .index_select(2, host_values_on(outputs, input.device()));
   } else if (cache != nullptr) {
     auto previous = cache->empty() ? torch::zeros({batch, channels, history}, input.options()) : cache->conv;
     MM_CHECK(previous.sizes() == torch::IntArrayRef({batch, channels, history}),
@@ -203,8 +204,7 @@ torch::Tensor GatedDeltaNetImpl::forward_split(const torch::Tensor& x, const Seq
   for (int64_t c = first * values_per_unit * o.value_head_dim; c < (first + mine) * values_per_unit * o.value_head_dim;
        ++c)
     rows.push_back(2 * o.key_dim() + c);
-  const auto weight = conv_weight.index_select(
-      0, torch::tensor(rows, torch::TensorOptions().dtype(torch::kInt64)).to(conv_weight.device()));
+  const auto weight = conv_weight.index_select(0, host_values_on(rows, conv_weight.device()));
   std::vector<int64_t> documents;
   if (split.cu_seqlens.size() > 2) {
     MM_CHECK(batch == 1, "Gated DeltaNet: a context-parallel split of several documents has batch 1, got ", batch);

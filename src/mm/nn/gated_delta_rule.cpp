@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/nn/compute_dtype.h"
 
 namespace mm {
@@ -188,8 +189,8 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
     auto zeros = torch::zeros({1, 0, heads, value_dim}, v.options().dtype(fp));
     return {zeros, torch::zeros({samples, heads, key_dim, value_dim}, zeros.options())};
   }
-  auto options = torch::TensorOptions().dtype(torch::kLong).device(q.device());
-  auto row_index = torch::tensor(rows, options);
+  const auto device = q.device();
+  auto row_index = host_values_on(rows, device);
   auto laid_out = [&](const torch::Tensor& x) {  // [1, s, h, ...] -> [1, h, chunks, C, ...]
     auto h = heads_first(x);                      // [1, h, s, ...]
     auto padded = torch::cat({h, torch::zeros_like(h.narrow(2, 0, 1))}, 2).index_select(2, row_index);
@@ -221,7 +222,7 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
     std::vector<int64_t> chunk_of(static_cast<size_t>(running));
     for (int64_t r = 0; r < running; ++r) chunk_of[r] = first_chunk[order[r]] + j;
     output_chunks.insert(output_chunks.end(), chunk_of.begin(), chunk_of.end());
-    const auto index = torch::tensor(chunk_of, options);
+    const auto index = host_values_on(chunk_of, device);
     // [1, heads, chunks, ...] -> this step's chunks as a batch: [running, heads, ...]
     auto at = [&](const torch::Tensor& t) { return t[0].index_select(1, index).transpose(0, 1); };
     auto [out, next] = chunk_step(terms, at, state);
@@ -236,10 +237,10 @@ DeltaRuleOutput gated_delta_rule_varlen(const torch::Tensor& q, const torch::Ten
   std::vector<int64_t> inverse(output_chunks.size());
   for (size_t p = 0; p < output_chunks.size(); ++p) inverse[static_cast<size_t>(output_chunks[p])] = static_cast<int64_t>(p);
   auto out = torch::cat(outputs, 0)                    // [total_chunks, heads, C, value_dim] by step
-                 .index_select(0, torch::tensor(inverse, options))
+                 .index_select(0, host_values_on(inverse, device))
                  .transpose(0, 1)                      // [heads, total_chunks, C, value_dim]
                  .reshape({1, heads, total_chunks * chunk_size, value_dim})
-                 .index_select(2, torch::tensor(positions, options))
+                 .index_select(2, host_values_on(positions, device))
                  .transpose(1, 2)
                  .contiguous();
   return {out, torch::stack(final_state)};

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 
 namespace mm {
 
@@ -71,7 +72,7 @@ at::Tensor LoadBalancingLoss::attach(const at::Tensor& output, const at::Tensor&
   if (s.mask.defined()) {
     MM_CHECK(s.mask.numel() == tokens, "LoadBalancingLoss: the attention mask has ", s.mask.numel(),
              " positions but the layer routed ", tokens, " tokens");
-    mask = s.mask.to(probs.device());
+    mask = to_device_async(s.mask, probs.device());
   }
   auto weighted = probs.to(torch::kFloat32);
   if (mask.defined()) weighted = weighted * mask.unsqueeze(-1);

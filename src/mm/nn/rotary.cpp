@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 
 namespace mm {
 namespace {
@@ -26,7 +27,7 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 torch::Tensor rope_inv_freq(int64_t head_dim, double theta, const c10::Device& device) {
   auto exponent = torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(head_dim);
-  return torch::pow(theta, exponent).reciprocal().to(device);
+  return to_device_async(torch::pow(theta, exponent).reciprocal(), device);
 }
 
 RotaryCosSin rope_cos_sin(const torch::Tensor& inv_freq, const torch::Tensor& position_ids,
@@ -63,7 +64,7 @@ RotaryCosSin interleaved_mrope_cos_sin(const torch::Tensor& inv_freq, const torc
     if (j % 3 == 2 && j < 3 * mrope_section[2]) axis[static_cast<size_t>(j)] = 2;
   }
   const auto freqs = angles(inv_freq, position_ids);  // [3, batch, seq, dim/2]
-  const auto index = torch::tensor(axis, torch::kLong).to(freqs.device()).view({1, 1, 1, half});
+  const auto index = host_values_on(axis, freqs.device()).view({1, 1, 1, half});
   const auto picked = freqs.gather(0, index.expand({1, freqs.size(1), freqs.size(2), half})).squeeze(0);
   return cos_sin_of(picked, dtype);
 }

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 
 namespace mm {
 
@@ -53,14 +54,14 @@ VarlenSegments::VarlenSegments(const std::vector<int64_t>& cu_seqlens, c10::Devi
     if (adjacent)
       group.start = starts[g].front();
     else
-      group.rows = torch::tensor(rows, torch::kLong).to(device);
+      group.rows = host_values_on(rows, device);
     order.insert(order.end(), rows.begin(), rows.end());
     groups_.push_back(std::move(group));
   }
   if (!in_order) {
     std::vector<int64_t> inverse(order.size());
     for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    inverse_ = torch::tensor(inverse, torch::kLong).to(device);
+    inverse_ = host_values_on(inverse, device);
   }
 }
 
@@ -88,7 +89,7 @@ at::Tensor VarlenSegments::flash(const at::Tensor& q, const at::Tensor& k, const
                                  bool causal) const {
   MM_CHECK(q.is_cuda(), "varlen attention: the flash kernel runs on CUDA tensors, got ", q.device().str());
   if (!cu_seqlens_int32_.defined())
-    cu_seqlens_int32_ = torch::tensor(cu_seqlens_, torch::kInt32).to(q.device());
+    cu_seqlens_int32_ = host_values_on(cu_seqlens_, q.device(), torch::kInt32);
   // The kernel wants the last dimension contiguous; [seq, heads, head_dim] is its varlen layout.
   auto out = std::get<0>(at::_flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_int32_,
                                                       cu_seqlens_int32_, max_length_, max_length_, /*dropout_p=*/0.0,

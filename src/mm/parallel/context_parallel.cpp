@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/parallel/sequence_shards.h"
 #include "mm/parallel/ulysses_attention.h"
 #include "mm/parallel/usp_attention.h"
@@ -57,11 +58,11 @@ SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
     // gathered tokens put from rank order into sequence order and back.
     split->to_heads = [group = groups.cp, sizes, inverse](const at::Tensor& x) {
       return ulysses_scatter_heads(x, sizes, group)
-          .index_select(2, torch::tensor(inverse, torch::TensorOptions().dtype(torch::kInt64)).to(x.device()));
+          .index_select(2, host_values_on(inverse, x.device()));
     };
     split->from_heads = [group = groups.cp, sizes, order](const at::Tensor& x) {
       return ulysses_gather_heads(
-          x.index_select(2, torch::tensor(order, torch::TensorOptions().dtype(torch::kInt64)).to(x.device())), sizes,
+          x.index_select(2, host_values_on(order, x.device())), sizes,
           group);
     };
     split->sum = [group = groups.cp, world](const at::Tensor& x) {
@@ -71,7 +72,7 @@ SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
     };
     split->gather = [group = groups.cp, sizes, inverse](const at::Tensor& x, int64_t dim) {
       const auto all = all_gather_along(x, dim, sizes, group);
-      return all.index_select(dim, torch::tensor(inverse, torch::TensorOptions().dtype(torch::kInt64)).to(x.device()));
+      return all.index_select(dim, host_values_on(inverse, x.device()));
     };
     *last = {cu_seqlens, causal, split};
     return std::shared_ptr<const SequenceSplit>(std::move(split));

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 
 namespace mm::parallel {
 namespace {
@@ -21,7 +22,7 @@ torch::Tensor dispatch_over(SparseMoeBlockImpl& block, const torch::Tensor& flat
   for (int64_t e = 0; e < num_experts; ++e) send[static_cast<size_t>(e / per_rank)] += sorted.count[static_cast<size_t>(e)];
   // Each rank learns how many rows every rank sends to each of its experts.
   const std::vector<int64_t> per_expert_split(static_cast<size_t>(world), per_rank);
-  const auto count_tensor = torch::tensor(sorted.count, torch::kInt64).to(flat.device());
+  const auto count_tensor = host_values_on(sorted.count, flat.device());
   const auto from_tensor = all_to_all_rows(count_tensor, per_expert_split, per_expert_split, group).cpu();
   const int64_t* from = from_tensor.data_ptr<int64_t>();  // [world][per_rank]: source i, local expert l
   std::vector<int64_t> recv(static_cast<size_t>(world), 0), source_start(static_cast<size_t>(world), 0);
@@ -50,7 +51,7 @@ torch::Tensor dispatch_over(SparseMoeBlockImpl& block, const torch::Tensor& flat
   if (received_rows == 0) {
     outputs = rows;  // [0, hidden]: nothing to compute, but the exchange back still takes place
   } else {
-    const auto perm_tensor = torch::tensor(perm, torch::kInt64).to(flat.device());
+    const auto perm_tensor = host_values_on(perm, flat.device());
     const auto by_expert = rows.index_select(0, perm_tensor);
     std::vector<torch::Tensor> ys;
     int64_t start = 0;

@@ -8,6 +8,7 @@
 
 #include "mm/core/device.h"
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/core/log.h"
 #include "mm/core/seed_mix.h"
 #include "mm/data/video_features.h"
@@ -141,12 +142,9 @@ class VideoTrainingData : public TrainingData {
   // The features' or the clips' sampler (one of them is used).
   const BucketBatchSampler& sampler() const { return features_ ? *feature_batches_ : clip_batches_->sampler(); }
 
-  // Host tensors to where the transformer trains: through pinned memory without waiting on a GPU
-  // (the copy is ordered on the stream before the step that reads it), as is on the CPU.
+  // Host tensors to where the transformer trains, without waiting on a GPU.
   at::Tensor to_compute_device(const at::Tensor& host) const {
-    const auto device = model_.transformer->parameters().front().device();
-    if (device.is_cpu()) return host;
-    return host.pin_memory().to(device, /*non_blocking=*/true);
+    return to_device_async(host, model_.transformer->parameters().front().device());
   }
 
   // Clips through the frozen VAE (posterior mean, normalized) and umT5, as extraction does, where
@@ -266,7 +264,7 @@ class VideoTrainingTask : public TrainingTask {
       u.push_back(sample_timestep_density(config_.flow_matching, 1, generator));
     }
     const auto target =
-        make_flow_matching_batch(config_.flow_matching, b.latents, at::stack(noise).to(b.latents.device()), at::cat(u));
+        make_flow_matching_batch(config_.flow_matching, b.latents, to_device_async(at::stack(noise), b.latents.device()), at::cat(u));
     // Image to video: the condition channels after the noisy latents, as the pipeline's input.
     const auto input = b.condition.defined() ? at::cat({target.noisy, b.condition.to(target.noisy.dtype())}, 1)
                                              : target.noisy;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/nn/compute_dtype.h"
 #include "mm/train/model_flops.h"
 
@@ -115,19 +116,22 @@ torch::Tensor shifted_left(const torch::Tensor& embeds, const at::Tensor& positi
   auto zeros = torch::zeros({embeds.size(0), std::min(k, seq), embeds.size(2)}, embeds.options());
   if (k >= seq) return zeros;
   auto shifted = torch::cat({embeds.narrow(1, k, seq - k), zeros}, 1);
-  return shifted * positions.to(embeds.device(), embeds.scalar_type()).unsqueeze(-1);
+  return shifted * to_device_async(positions, embeds.device()).to(embeds.scalar_type()).unsqueeze(-1);
 }
 
-// Summed cross-entropy of the rows of `hidden` whose target is not ignored.
+// Summed cross-entropy of the rows of `hidden` whose target is not ignored. Which rows those are is
+// found where the targets are (the host, in training) and sent as indices: a boolean index of the
+// GPU's hidden states would make the host read the row count back from the GPU.
 torch::Tensor supervised_cross_entropy(QwenVLForConditionalGeneration& model, const torch::Tensor& hidden,
                                        const torch::Tensor& targets) {
-  auto on_device = targets.to(hidden.device());
-  auto supervised = on_device.ne(kIgnoreIndex);
-  auto rows = hidden.index({supervised});  // [target tokens, hidden]
-  auto logits = model->lm_logits(rows);
+  const auto flat_targets = targets.reshape({-1});
+  const auto supervised = flat_targets.ne(kIgnoreIndex).nonzero().squeeze(1);
+  const auto device = hidden.device();
+  auto rows = hidden.reshape({-1, hidden.size(-1)}).index_select(0, to_device_async(supervised, device));
+  auto logits = model->lm_logits(rows);  // [target tokens, vocab]
   logits = logits.to(at_least_fp32(logits.scalar_type()));  // fp32 as the references; fp64 stays fp64
-  return torch::nn::functional::cross_entropy(
-      logits, on_device.index({supervised}), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return torch::nn::functional::cross_entropy(logits, to_device_async(flat_targets.index_select(0, supervised), device),
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 
 namespace mm {
 
@@ -43,7 +44,7 @@ FlowMatchingBatch make_flow_matching_batch(const FlowMatchingObjective& objectiv
   // (u * N).long() as the scripts do; u < 1 keeps the index in the table (clamped for u == 1 after `mode`).
   const auto index = (u * static_cast<double>(objective.num_train_timesteps)).to(at::kLong).clamp(0, table.size(0) - 1);
   FlowMatchingBatch out;
-  out.sigmas = table.index_select(0, index).to(latents.device());  // u may come from a CPU generator
+  out.sigmas = to_device_async(table.index_select(0, index), latents.device());  // u may come from a CPU generator
   out.timesteps = out.sigmas * static_cast<double>(objective.num_train_timesteps);
   std::vector<int64_t> shape(static_cast<size_t>(latents.dim()), 1);
   shape[0] = latents.size(0);

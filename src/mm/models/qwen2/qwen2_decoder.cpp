@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/nn/kv_cache.h"
 #include "mm/nn/parameter_init.h"
 
@@ -29,7 +30,7 @@ AttentionMask make_causal_mask(const torch::Tensor& padding_mask, int64_t q_len,
   auto allowed = kv_pos.view({1, kv_len}) <= q_pos.view({q_len, 1});  // [q, kv]
   torch::Tensor mask = allowed.view({1, 1, q_len, kv_len});
   if (padded) {
-    auto keys = padding_mask.to(device).to(torch::kBool).view({-1, 1, 1, kv_len});
+    auto keys = to_device_async(padding_mask, device).to(torch::kBool).view({-1, 1, 1, kv_len});
     auto self = (kv_pos.view({1, kv_len}) == q_pos.view({q_len, 1})).view({1, 1, q_len, kv_len});
     mask = (mask & keys) | self;
   }
@@ -169,7 +170,7 @@ std::vector<torch::Tensor> Qwen2ModelImpl::router_logits() const {
 }
 
 torch::Tensor Qwen2ModelImpl::embed(const torch::Tensor& input_ids) {
-  return embed_tokens(input_ids.to(embed_tokens->weight.device()));
+  return embed_tokens(to_device_async(input_ids, embed_tokens->weight.device()));
 }
 
 DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const torch::Tensor& position_ids,
@@ -180,7 +181,7 @@ DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const
            "Qwen2Model: inputs_embeds must be [batch, seq, ", config_.hidden_size, "], got ", inputs_embeds.sizes());
   const int64_t seq = inputs_embeds.size(1);
   const auto device = inputs_embeds.device();
-  auto positions = position_ids.to(device);
+  auto positions = to_device_async(position_ids, device);
   auto inv_freq = rope_inv_freq(config_.rotary_dim(), config_.rope_theta, device);
   const bool mrope = !config_.mrope_section.empty();
   MM_CHECK(positions.size(-1) == seq && positions.size(-2) == inputs_embeds.size(0),
@@ -208,10 +209,11 @@ DecoderContext Qwen2ModelImpl::context(const torch::Tensor& inputs_embeds, const
     mask = make_packed_causal_mask(cu_seqlens, device);
     mask.cu_seqlens = cu_seqlens;
   }
-  // The DeltaNet layers' view of the padding: this forward's positions, when some are padding.
+  // The DeltaNet layers' view of the padding: this forward's positions, when some are padding
+  // (decided where the mask is, the host in training, before it moves).
   if (padding_mask.defined() && seq > 1) {
-    auto recent = padding_mask.to(device).narrow(1, padding_mask.size(1) - seq, seq);
-    if (!recent.to(torch::kBool).all().item<bool>()) mask.linear_padding = recent;
+    auto recent = padding_mask.narrow(1, padding_mask.size(1) - seq, seq);
+    if (!recent.to(torch::kBool).all().item<bool>()) mask.linear_padding = to_device_async(recent, device);
   }
   return {rope, std::move(mask)};
 }
@@ -228,7 +230,7 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
   if (deepstack && !deepstack->empty()) {
     MM_CHECK(deepstack->embeds.size() <= layers->size(), "Qwen2Model: ", deepstack->embeds.size(),
              " DeepStack features for a decoder of ", layers->size(), " layers");
-    visual_mask = deepstack->visual_mask.to(device).to(torch::kBool);
+    visual_mask = to_device_async(deepstack->visual_mask, device).to(torch::kBool);
     if (shared.mask.split) {
       // The features are in the whole sequence's row-major order of visual positions: number
       // them, then keep this rank's positions (in the order it holds them).
@@ -258,7 +260,7 @@ torch::Tensor Qwen2ModelImpl::forward(const torch::Tensor& inputs_embeds, const 
       // h[mask] += embeds: written as an add of the features scattered over zeros, whose
       // backward is a plain gather (the boolean-index form's backward was the slow part); the
       // visual positions get h + e exactly as the reference's, the others h + 0.
-      auto features = deepstack->embeds[i].to(device, h.scalar_type());
+      auto features = to_device_async(deepstack->embeds[i], device).to(h.scalar_type());
       if (visual_rows.defined()) features = features.index_select(0, visual_rows);
       h = h + torch::zeros_like(h).masked_scatter(visual_mask.unsqueeze(-1), features);
     }

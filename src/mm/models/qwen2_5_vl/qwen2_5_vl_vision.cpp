@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/nn/rotary_2d.h"
 #include "mm/nn/varlen_attention.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
@@ -131,16 +132,15 @@ torch::Tensor Qwen2_5_VisionTransformerImpl::forward(const torch::Tensor& pixel_
 
   // Patches regrouped window by window (whole merge units move together), and their rotary
   // positions with them.
-  const torch::Tensor unit_order = window_index.to(device);
+  const torch::Tensor unit_order = host_values_on(layout.window_index, device);
   const torch::Tensor embedded = patch_embed(pixel_values);
   torch::Tensor hidden =
       embedded.view({num_units, unit, -1}).index_select(0, unit_order).view({layout.num_patches, -1});
   const torch::Tensor positions = torch::tensor(layout.position_ids, torch::kLong)
                                       .view({num_units, unit, 2})
                                       .index_select(0, window_index)
-                                      .view({layout.num_patches, 2})
-                                      .to(device);
-  const auto [cos, sin] = axial_rope_cos_sin(positions, inv_freq_.to(device));
+                                      .view({layout.num_patches, 2});
+  const auto [cos, sin] = axial_rope_cos_sin(to_device_async(positions, device), to_device_async(inv_freq_, device));
 
   const VarlenSegments frames(layout.cu_seqlens, device);
   const VarlenSegments windows(layout.cu_window_seqlens, device);
@@ -160,7 +160,7 @@ torch::Tensor Qwen2_5_VisionTransformerImpl::forward(const torch::Tensor& pixel_
   }
 
   // Merged units back into processor order.
-  return merger(hidden).index_select(0, torch::tensor(inverse, torch::kLong).to(device));
+  return merger(hidden).index_select(0, host_values_on(inverse, device));
 }
 
 }  // namespace mm

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
 #include "mm/nn/rotary_2d.h"
 #include "mm/nn/varlen_attention.h"
@@ -59,9 +60,8 @@ torch::Tensor Qwen2VisionTransformerImpl::forward(const torch::Tensor& pixel_val
                                                             : std::string("no rows"));
   const torch::Device device = pixel_values.device();
   torch::Tensor hidden = patch_embed(pixel_values);
-  const torch::Tensor positions =
-      torch::tensor(layout.position_ids, torch::kLong).view({layout.num_patches, 2}).to(device);
-  const auto [cos, sin] = axial_rope_cos_sin(positions, inv_freq_.to(device));
+  const torch::Tensor positions = host_values_on(layout.position_ids, device).view({layout.num_patches, 2});
+  const auto [cos, sin] = axial_rope_cos_sin(positions, to_device_async(inv_freq_, device));
   const VarlenSegments frames(layout.cu_seqlens, device);
   for (size_t i = 0; i < blocks->size(); ++i) {
     auto* block = blocks->ptr<Qwen2VLVisionBlockImpl>(i).get();

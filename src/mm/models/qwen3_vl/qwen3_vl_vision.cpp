@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/models/qwen2_5_vl/qwen2_5_vl_vision_layout.h"
 #include "mm/models/qwen3_vl/qwen3_vl_position_taps.h"
 #include "mm/nn/rotary_2d.h"
@@ -63,8 +64,8 @@ torch::Tensor Qwen3VLVisionModelImpl::position_embeddings(const std::vector<std:
   const torch::Device device = like.device();
   // The table's rows in its own dtype times fp32 weights: the products and their sum are fp32 in
   // every dtype (type promotion, as in the reference), rounded once to the activations' dtype.
-  const torch::Tensor rows = pos_embed(taps.indices.to(device));
-  return (rows * taps.weights.to(device).unsqueeze(-1)).sum(1).to(like.scalar_type());
+  const torch::Tensor rows = pos_embed(to_device_async(taps.indices, device));
+  return (rows * to_device_async(taps.weights, device).unsqueeze(-1)).sum(1).to(like.scalar_type());
 }
 
 VisionFeatures Qwen3VLVisionModelImpl::features(const torch::Tensor& pixel_values,
@@ -79,9 +80,8 @@ VisionFeatures Qwen3VLVisionModelImpl::features(const torch::Tensor& pixel_value
   const torch::Device device = pixel_values.device();
   torch::Tensor hidden = patch_embed(pixel_values);
   hidden = hidden + position_embeddings(grid, hidden);
-  const torch::Tensor positions =
-      torch::tensor(layout.position_ids, torch::kLong).view({layout.num_patches, 2}).to(device);
-  const auto [cos, sin] = axial_rope_cos_sin(positions, inv_freq_.to(device));
+  const torch::Tensor positions = host_values_on(layout.position_ids, device).view({layout.num_patches, 2});
+  const auto [cos, sin] = axial_rope_cos_sin(positions, to_device_async(inv_freq_, device));
   const VarlenSegments frames(layout.cu_seqlens, device);
 
   VisionFeatures out;

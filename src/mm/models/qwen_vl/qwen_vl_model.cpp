@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/core/json_config.h"
 #include "mm/core/log.h"
 #include "mm/core/safetensors.h"
@@ -104,7 +105,9 @@ DeepstackInputs joined_deepstack(const std::vector<ModalityDeepstack>& parts) {
     return out;
   }
   const size_t layers = parts.front().embeds.size();
-  const int64_t visual = out.visual_mask.sum().item<int64_t>();
+  // The parts' masks are disjoint (one placeholder id each): their rows add up, no device read.
+  int64_t visual = 0;
+  for (const auto& part : parts) visual += part.embeds.front().size(0);
   for (size_t i = 0; i < layers; ++i) {
     const auto& first = parts.front().embeds[i];
     torch::Tensor joint = torch::zeros({visual, first.size(-1)}, first.options());
@@ -202,8 +205,10 @@ VisionFeatures QwenVLForConditionalGenerationImpl::image_features(const torch::T
   const auto dtype = params.empty() ? weight.scalar_type() : params.front().scalar_type();
   MM_CHECK(pixel_values.dim() == 2, "pixel values must be [patches, channels * temporal_patch * patch^2], got ",
            pixel_values.sizes());
-  if (!vision_items) return visual->features(pixel_values.to(weight.device(), dtype), grid_thw.to(weight.device()));
-  return dealt_features(pixel_values.to(weight.device(), dtype), grid_thw);
+  // The grid stays where it is (the host): the towers lay their patches out from it there.
+  const auto pixels = to_device_async(pixel_values, weight.device()).to(dtype);
+  if (!vision_items) return visual->features(pixels, grid_thw);
+  return dealt_features(pixels, grid_thw);
 }
 
 VisionFeatures QwenVLForConditionalGenerationImpl::dealt_features(const torch::Tensor& pixel_values,
@@ -233,7 +238,7 @@ VisionFeatures QwenVLForConditionalGenerationImpl::dealt_features(const torch::T
                                                           frame_rows.begin() + static_cast<std::ptrdiff_t>(3 * end)),
                                      torch::kInt64)
                            .view({-1, 3});
-  auto features = visual->features(pixel_values.narrow(0, offset, mine), my_grid.to(pixel_values.device()));
+  auto features = visual->features(pixel_values.narrow(0, offset, mine), my_grid);
   features.merged = deal.gather(features.merged, merged_rows);
   for (auto& layer : features.deepstack) layer = deal.gather(layer, merged_rows);
   return features;
@@ -242,7 +247,7 @@ VisionFeatures QwenVLForConditionalGenerationImpl::dealt_features(const torch::T
 torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInputs& inputs, DeepstackInputs* deepstack) {
   MM_CHECK(inputs.input_ids.defined() && inputs.input_ids.dim() == 2,
            "input_ids must be [batch, seq], got ", inputs.input_ids.defined() ? c10::str(inputs.input_ids.sizes()) : "none");
-  auto ids = inputs.input_ids.to(model->embed_tokens->weight.device());
+  auto ids = to_device_async(inputs.input_ids, model->embed_tokens->weight.device());
   auto embeds = model->embed(ids);
   // The placeholders of each modality against its grid, checked before anything is encoded.
   struct Modality {
@@ -261,7 +266,8 @@ torch::Tensor QwenVLForConditionalGenerationImpl::embed_inputs(const QwenVLInput
   std::vector<Modality*> present;
   for (auto& m : modalities) {
     m.mask = ids == m.token_id;
-    const int64_t n_tokens = m.mask.sum().item<int64_t>();
+    // Counted where the ids were given (the host, in training and chat), not read back from the GPU.
+    const int64_t n_tokens = (inputs.input_ids == m.token_id).sum().item<int64_t>();
     if (!m.pixels.defined()) {
       MM_CHECK(n_tokens == 0, "input_ids has ", n_tokens, " ", m.what, " placeholder tokens (id ", m.token_id,
                ") but no pixel values were given for them");

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/core/safetensors.h"
 #include "mm/nn/parameter_init.h"
 #include "mm/nn/weights.h"
@@ -128,7 +129,7 @@ torch::Tensor UMT5StackImpl::forward(const torch::Tensor& embeds, const torch::T
                  attention_mask.size(1) == embeds.size(1),
              "umT5: attention_mask must be [batch, seq] = [", embeds.size(0), ", ", embeds.size(1), "], got ",
              attention_mask.sizes());
-    const auto keep = attention_mask.to(embeds.device()).to(torch::kBool).view({embeds.size(0), 1, 1, embeds.size(1)});
+    const auto keep = to_device_async(attention_mask, embeds.device()).to(torch::kBool).view({embeds.size(0), 1, 1, embeds.size(1)});
     mask = torch::zeros(keep.sizes(), embeds.options()).masked_fill(keep.logical_not(), lowest_of(embeds.scalar_type()));
   }
   auto h = embeds;
@@ -162,7 +163,7 @@ std::shared_ptr<UMT5EncoderModelImpl> UMT5EncoderModelImpl::from_pretrained(cons
 
 torch::Tensor UMT5EncoderModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   MM_CHECK(input_ids.dim() == 2, "umT5: input_ids must be [batch, seq], got ", input_ids.sizes());
-  return encoder(shared(input_ids.to(shared->weight.device())), attention_mask);
+  return encoder(shared(to_device_async(input_ids, shared->weight.device())), attention_mask);
 }
 
 }  // namespace mm

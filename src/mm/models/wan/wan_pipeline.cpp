@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/core/json_config.h"
 #include "mm/tokenizer/prompt_clean.h"
 
@@ -138,12 +139,13 @@ torch::Tensor WanModel::encode_prompts(const std::vector<std::string>& prompts, 
   const auto batch = tokenizer->encode_batch(cleaned, max_sequence_length);
   const auto shape = std::vector<int64_t>{batch.batch, batch.length};
   const auto device = text_encoder->parameters().front().device();
-  const auto ids = torch::tensor(batch.input_ids, torch::kLong).view(shape).to(device);
+  const auto ids = host_values_on(batch.input_ids, device).view(shape);
   const auto mask = torch::tensor(batch.attention_mask, torch::kLong).view(shape);
+  const auto mask_on_device = to_device_async(mask, device);
   torch::NoGradGuard no_grad;
-  auto hidden = text_encoder->forward(ids, mask.to(device));
+  auto hidden = text_encoder->forward(ids, mask_on_device);
   // The pipeline keeps each prompt's own rows and zeros the rest (padding rows carry values).
-  const auto keep = mask.to(device, hidden.scalar_type()).unsqueeze(-1);
+  const auto keep = mask_on_device.to(hidden.scalar_type()).unsqueeze(-1);
   if (lengths) {
     lengths->clear();
     const auto counts = mask.sum(1);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mm/core/error.h"
+#include "mm/core/host_to_device.h"
 #include "mm/core/json_config.h"
 #include "mm/core/safetensors.h"
 #include "mm/nn/compute_dtype.h"
@@ -250,7 +251,8 @@ torch::Tensor WanVAEImpl::latent_stat(const std::vector<double>& values, const t
   std::vector<int64_t> shape(like.dim(), 1);
   shape[1] = config_.z_dim;
   // As the pipelines: torch.tensor(list) is float32, then moved to the latents' dtype.
-  return torch::tensor(values, torch::kDouble).to(torch::kFloat).view(shape).to(like.device(), like.scalar_type());
+  return to_device_async(torch::tensor(values, torch::kDouble).to(torch::kFloat).view(shape), like.device())
+      .to(like.scalar_type());
 }
 
 torch::Tensor WanVAEImpl::encode_normalized(const torch::Tensor& video) {
