@@ -194,6 +194,15 @@ done
 alone=$("$BUILD/bench/bench_gated_delta_net" "$THREADS" 3 alone)
 echo "$alone"
 echo -n "alone tokens/s, mmtrain / transformers: "; ratio "$alone" "$theirs" tokens_per_s
+echo "== the same layer under context parallelism (head-parallel: 1/cp of the heads over the whole sequence"
+echo "   per rank, two all-to-alls), one causal 2048-token sequence, forward + backward, fp32, cp processes of"
+echo "   1 thread (Gloo; they share the VM's cores): cp 1 (1 thread), cp 2 (8 key heads each), cp 4 (4 each)"
+delta_cp() {  # PROCESSES
+  if [ "$1" = 1 ]; then OMP_NUM_THREADS=1 "$BUILD/bench/bench_gated_delta_net_cp" 1 2
+  else OMP_NUM_THREADS=1 "$BUILD/mmtrain" --log-level warn launch --nproc-per-node "$1" --master-port "$(port)" \
+    --program "$BUILD/bench/bench_gated_delta_net_cp" -- 1 2; fi
+}
+for cp in 1 2 4; do delta_cp "$cp"; done
 
 # Real tensor shapes: Qwen2.5-VL-3B's published layer shapes, 4 decoder layers (1.29B parameters,
 # bf16, two shards; make_real_shape_model.py), one 448x336 photo. Each load in a process of its own.
