@@ -37,7 +37,9 @@
 #include "mm/core/rng.h"
 #include "mm/core/safetensors.h"
 #include "mm/dist/nccl_group.h"
+#include "mm/core/host_to_device.h"
 #include "mm/dist/process_group.h"
+#include "mm/models/diffusion/flow_matching_objective.h"
 #include "mm/models/qwen_vl/qwen_vl_config.h"
 #include "mm/models/qwen_vl/qwen_vl_sharding.h"
 #include "mm/models/wan/wan_pipeline.h"
@@ -222,9 +224,29 @@ void qwen_parity() {
 // memory, .item(), nonzero, a boolean index) stalls the queue mid-step and is named by its site.
 void step_host_syncs() {
   const char* name = "qwen2_5_vl.step_host_syncs";
-  if (!kCuda.is_cuda() || !mm::gpu_check::HostSyncCounter::available()) {
-    report(name, true, {{"skipped", kCuda.is_cuda() ? "this build has no CUDA headers (sync debug mode)"
-                                                    : "the CPU has no host syncs to count"}});
+  if (!kCuda.is_cuda()) {
+    // The dry run: the CPU has no syncs to count, so the counter's handling is shown on the
+    // warning a sync raises (counted, by site) beside another warning (passed on, not counted).
+    struct Passed : c10::WarningHandler {
+      int seen = 0;
+      void process(const c10::Warning&) override { ++seen; }
+    } passed;
+    c10::WarningUtils::WarningHandlerGuard outer(&passed);
+    int64_t counted = 0;
+    {
+      mm::gpu_check::HostSyncCounter counter;
+      TORCH_WARN("called a synchronizing CUDA operation");
+      TORCH_WARN("an unrelated warning");
+      counted = counter.total();
+    }
+    TORCH_WARN("after the counter");
+    report(name, counted == 1 && passed.seen == 2,
+           {{"skipped", "the CPU has no host syncs to count"}, {"counter_counted", counted},
+            {"passed_on", passed.seen}});
+    return;
+  }
+  if (!mm::gpu_check::HostSyncCounter::available()) {
+    report(name, false, {{"error", "this build has no CUDA headers (torch's sync debug mode needs them)"}});
     return;
   }
   auto model = mm::testing::tiny_model(13);
@@ -242,6 +264,44 @@ void step_host_syncs() {
   };
   for (const auto& [site, n] : syncs) (is_the_end(site) ? at_end : elsewhere) += n;
   report(name, elsewhere == 0, {{"steps", 3}, {"syncs_at_the_end", at_end}, {"syncs_elsewhere", elsewhere}, {"sites", syncs}});
+}
+
+// The Wan DiT's training step on CUDA as video training takes it (noise and timestep drawn on the
+// CPU from a generator, the flow-matching batch, forward, loss, backward; bf16 autocast): no wait
+// for the GPU anywhere in it (the trainer's own reads at its end are the VLM check's).
+void wan_step_host_syncs(const fs::path& source) {
+  const char* name = "wan_dit.step_host_syncs";
+  if (!kCuda.is_cuda() || !mm::gpu_check::HostSyncCounter::available()) {
+    report(name, true, {{"skipped", kCuda.is_cuda() ? "this build has no CUDA headers (sync debug mode)"
+                                                    : "the CPU has no host syncs to count"}});
+    return;
+  }
+  const auto config = mm::WanTransformerConfig::from_file(source / "examples/wan/tiny-synth/transformer/config.json");
+  torch::manual_seed(3);
+  mm::WanTransformer3DModel model(config);
+  model->to(kCuda);
+  const mm::FlowMatchingObjective objective;
+  auto generator = at::detail::createCPUGenerator(5);
+  const auto latents = torch::randn({2, config.in_channels, 3, 8, 8}).to(kCuda);
+  const auto text = torch::randn({2, 7, config.text_dim}).to(kCuda);
+  std::map<std::string, int64_t> syncs;
+  for (int step = 0; step < 3; ++step) {  // the first is a warm-up
+    std::optional<mm::gpu_check::HostSyncCounter> counter;
+    if (step > 0) counter.emplace();
+    const auto noise = torch::randn(latents.sizes(), generator);
+    const auto u = mm::sample_timestep_density(objective, 2, generator);
+    const auto batch = mm::make_flow_matching_batch(objective, latents, mm::to_device_async(noise, kCuda), u);
+    {
+      mm::AutocastGuard autocast(true, c10::DeviceType::CUDA);
+      mm::flow_matching_loss(model->forward(batch.noisy, batch.timesteps, text), batch).backward();
+    }
+    model->zero_grad();
+    if (counter)
+      for (const auto& [site, n] : counter->sites()) syncs[site] += n;
+  }
+  int64_t total = 0;
+  for (const auto& [site, n] : syncs) total += n;
+  report(name, total == 0, {{"steps", 2}, {"syncs", total}, {"sites", syncs}});
 }
 
 void wan_parity(const fs::path& source) {
@@ -905,6 +965,7 @@ int main(int argc, char** argv) {
   run("qwen2_5_vl", qwen_parity);
   run("qwen2_5_vl.step_host_syncs", step_host_syncs);
   run("wan_dit", [&] { wan_parity(source); });
+  run("wan_dit.step_host_syncs", [&] { wan_step_host_syncs(source); });
   run("wan_pipeline", [&] { wan_sampling_parity(source); });
   run("load", [&] { load_on_device(source); });
   run("checkpoint_pieces", checkpoint_pieces);
