@@ -14,6 +14,7 @@
 // Usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu]. One JSON line per check and per
 // benchmark on stdout; the exit status is the number of failed checks (2 when no GPU is visible).
 // --device cpu runs the checks CPU against CPU, without benchmarks: a dry run of this program.
+// gpu_check SOURCE_DIR --bf16-fidelity DIR: only mmtrain's logits for bench/gpu_fidelity.py.
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -927,24 +928,51 @@ void bench_wan_cp(const fs::path& source) {
   }
 }
 
+// bf16 fidelity at real shapes, mmtrain's side (bench/gpu_fidelity.py makes DIR and compares):
+// the model of DIR/model loaded in fp32 and in bf16 on the device answers DIR/inputs.safetensors
+// (transformers' processed inputs); the logits of every prompt position go to
+// DIR/mmtrain_{fp32,bf16}.safetensors.
+int bf16_fidelity(const fs::path& dir) {
+  const auto inputs_file = mm::Checkpoint::open(dir / "inputs.safetensors");
+  mm::QwenVLInputs inputs;
+  inputs.input_ids = inputs_file.tensor("input_ids").clone();
+  inputs.pixel_values = inputs_file.tensor("pixel_values").clone();
+  inputs.image_grid_thw = inputs_file.tensor("image_grid_thw").clone();
+  for (const auto& [name, dtype] : {std::pair<std::string, torch::Dtype>{"fp32", torch::kFloat32}, {"bf16", torch::kBFloat16}}) {
+    auto model = mm::QwenVLForConditionalGenerationImpl::from_pretrained(dir / "model", dtype, kCuda);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const auto logits = model->forward(inputs)[0].to(torch::kCPU, torch::kFloat32).contiguous();
+    mm::save_safetensors(dir / ("mmtrain_" + name + ".safetensors"),
+                         std::vector<std::pair<std::string, at::Tensor>>{{"logits", logits}});
+    std::cout << nlohmann::json{{"bf16_fidelity", name}, {"positions", static_cast<int64_t>(logits.size(0))}}.dump()
+              << std::endl;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu]\n";
+    std::cerr << "usage: gpu_check SOURCE_DIR [--no-bench] [--device cpu] [--bf16-fidelity DIR]\n";
     return 2;
   }
   const fs::path source = argv[1];
   if (argc == 10 && std::string(argv[2]) == "--cp-bench-rank") return cp_rank_main(argv + 3);
   bool bench = true;
+  std::optional<fs::path> fidelity_dir;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--no-bench") {
       bench = false;
+    } else if (arg == "--bf16-fidelity" && i + 1 < argc) {
+      fidelity_dir = argv[++i];
     } else if (arg == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cpu") {
       kCuda = torch::Device(torch::kCPU);
       bench = false;
       ++i;
     } else {
-      std::cerr << "gpu_check: unknown argument '" << arg << "' (SOURCE_DIR [--no-bench] [--device cpu])\n";
+      std::cerr << "gpu_check: unknown argument '" << arg
+                << "' (SOURCE_DIR [--no-bench] [--device cpu] [--bf16-fidelity DIR])\n";
       return 2;
     }
   }
@@ -955,6 +983,7 @@ int main(int argc, char** argv) {
   // fp32 on the GPU must be fp32: TF32 matmuls would differ from the CPU by ~1e-3.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
+  if (fidelity_dir) return bf16_fidelity(*fidelity_dir);
   const auto run = [](const char* name, const std::function<void()>& f) {
     try {
       f();
