@@ -79,10 +79,13 @@ StepResult train_step(const std::vector<MicroBatchCounts>& counts,
     optimizer.step(lr, at::isfinite(norm).logical_not().to(at::kFloat));
     optimizer.zero_grad();
   }
-  auto total = step_loss.to(torch::kCPU).reshape({1});
+  // The loss and the norm come back in one copy: the host waits for the GPU once per step.
+  const auto read = at::stack({step_loss.reshape({}), norm.to(step_loss.device(), torch::kFloat64).reshape({})})
+                        .to(torch::kCPU);
+  auto total = read.narrow(0, 0, 1).clone();
   if (dp) dp->mesh().all_reduce_sum(total);
   result.loss = total[0].item<double>() / static_cast<double>(result.loss_units);
-  result.grad_norm = norm.item<double>();
+  result.grad_norm = read[1].item<double>();
   result.skipped = !std::isfinite(result.grad_norm);
   if (result.skipped) optimizer.forget_last_step();
   if (dp) result.collective_seconds = dp->take_wait_seconds();
