@@ -17,7 +17,6 @@
 #include <optional>
 #include <string>
 
-#include "mm/dist/process_group.h"
 #include "mm/models/diffusion/flow_matching_objective.h"
 #include "mm/models/wan/wan_transformer.h"
 #include "mm/parallel/autograd_collectives.h"
@@ -25,6 +24,7 @@
 #include "mm/parallel/ring_attention.h"
 #include "mm/train/optimizer.h"
 #include "bench_memory.h"
+#include "bench_ranks.h"
 #include "bench_timing.h"
 
 using mm::bench::peak_rss_mb;
@@ -37,20 +37,18 @@ int main(int argc, char** argv) {
   torch::set_num_threads(std::stoi(argv[2]));
   const int steps = std::stoi(argv[3]);
   const int64_t frames = std::stoll(argv[4]), ulysses = std::stoll(argv[5]);
-  const auto env = mm::dist::DistEnv::from_env();
-  std::optional<mm::dist::Rendezvous> job;
+  const auto ranks = mm::bench::BenchRanks::join();
+  const int64_t world = ranks.world, rank = ranks.rank;
   mm::parallel::ContextParallelGroups groups;
-  const int64_t world = env.distributed() ? env.world_size : 1, rank = env.distributed() ? env.rank : 0;
-  if (env.distributed()) {
-    job = mm::dist::rendezvous(env);
-    std::vector<int64_t> all, inner, outer;
-    for (int64_t r = 0; r < world; ++r) all.push_back(r);
+  if (ranks.job) {
+    std::vector<int64_t> inner, outer;
     // Ulysses groups of consecutive ranks; ring groups of the ranks at the same place in theirs.
     for (int64_t j = 0; j < ulysses; ++j) inner.push_back(rank / ulysses * ulysses + j);
     for (int64_t i = 0; i < world / ulysses; ++i) outer.push_back(i * ulysses + rank % ulysses);
-    groups.cp = mm::dist::new_gloo_group(*job, all, "cp");
-    if (ulysses > 1) groups.ulysses = mm::dist::new_gloo_group(*job, inner, "u" + std::to_string(rank / ulysses));
-    if (world / ulysses > 1) groups.ring = mm::dist::new_gloo_group(*job, outer, "r" + std::to_string(rank % ulysses));
+    groups.cp = ranks.everyone;
+    if (ulysses > 1) groups.ulysses = mm::dist::new_gloo_group(*ranks.job, inner, "u" + std::to_string(rank / ulysses));
+    if (world / ulysses > 1)
+      groups.ring = mm::dist::new_gloo_group(*ranks.job, outer, "r" + std::to_string(rank % ulysses));
   }
   const double rss_before_model = peak_rss_mb();
   auto model = mm::WanTransformer3DModelImpl::from_pretrained(argv[1]);
@@ -84,18 +82,12 @@ int main(int argc, char** argv) {
   };
   const double all_to_all_ms = timed_mean(all_to_all), ring_ms = timed_mean(ring);
   // Every rank's peak (the largest is what a device must hold).
-  auto peaks = torch::zeros({world}, torch::kFloat64);
-  peaks[rank] = peak_rss_mb() - rss_before_model;
-  if (groups.cp) {
-    std::vector<at::Tensor> buffer{peaks};
-    groups.cp->allreduce(buffer)->wait();
-  }
+  const auto per_rank = ranks.from_every_rank(peak_rss_mb() - rss_before_model);
   if (rank != 0) return 0;
   const int64_t tokens = frames * 16 * 16;
   nlohmann::ordered_json out{{"impl", "mmtrain"}, {"cp", world}, {"ulysses", ulysses}, {"ring", world / ulysses},
                              {"video_tokens", tokens}, {"ms_per_step", ms}, {"all_to_all_wait_ms", all_to_all_ms},
                              {"ring_wait_ms", ring_ms}, {"video_tokens_per_s", tokens * 1e3 / ms}};
-  std::vector<double> per_rank(peaks.data_ptr<double>(), peaks.data_ptr<double>() + world);
   out["training_rss_mb_per_rank"] = per_rank;
   out["max_training_rss_mb"] = *std::max_element(per_rank.begin(), per_rank.end());
   std::cout << out.dump() << "\n";

@@ -16,6 +16,7 @@
 #include "bench_memory.h"
 #include "bench_timing.h"
 #include "mm/nn/gated_delta_net.h"
+#include "qwen3_5_9b_delta_net.h"
 
 int main(int argc, char** argv) {
   const std::string mode = argc == 4 ? argv[3] : "";
@@ -26,13 +27,7 @@ int main(int argc, char** argv) {
   torch::set_num_threads(std::stoi(argv[1]));
   const int steps = std::stoi(argv[2]);
   torch::manual_seed(0);
-  mm::GatedDeltaNetOptions options;
-  options.hidden_size = 4096;
-  options.num_key_heads = 16;
-  options.num_value_heads = 32;
-  options.key_head_dim = 128;
-  options.value_head_dim = 128;
-  options.conv_kernel = 4;
+  const auto options = mm::bench::qwen3_5_9b_delta_net();
   mm::GatedDeltaNet layer(options);
   const std::vector<int64_t> samples = {0, 256, 1024, 1536, 2048};
   const int64_t seq = 2048;

@@ -14,15 +14,15 @@
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
 #include "bench_memory.h"
+#include "bench_ranks.h"
 #include "bench_timing.h"
-#include "mm/dist/process_group.h"
 #include "mm/nn/gated_delta_net.h"
 #include "mm/parallel/autograd_collectives.h"
 #include "mm/parallel/context_parallel.h"
+#include "qwen3_5_9b_delta_net.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -31,31 +31,17 @@ int main(int argc, char** argv) {
   }
   torch::set_num_threads(std::stoi(argv[1]));
   const int steps = std::stoi(argv[2]);
-  const auto env = mm::dist::DistEnv::from_env();
-  std::optional<mm::dist::Rendezvous> job;
+  const auto ranks = mm::bench::BenchRanks::join();
   mm::parallel::ContextParallelGroups groups;
-  const int64_t world = env.distributed() ? env.world_size : 1, rank = env.distributed() ? env.rank : 0;
-  if (env.distributed()) {
-    job = mm::dist::rendezvous(env);
-    std::vector<int64_t> all;
-    for (int64_t r = 0; r < world; ++r) all.push_back(r);
-    groups.cp = mm::dist::new_gloo_group(*job, all, "cp");
-    groups.ulysses = groups.cp;  // the split's attention (unused here) as Ulysses over all ranks
-  }
+  groups.cp = groups.ulysses = ranks.everyone;  // the split's attention (unused here): Ulysses over all
   torch::manual_seed(0);  // the same layer and inputs on every rank
-  mm::GatedDeltaNetOptions options;
-  options.hidden_size = 4096;
-  options.num_key_heads = 16;
-  options.num_value_heads = 32;
-  options.key_head_dim = 128;
-  options.value_head_dim = 128;
-  options.conv_kernel = 4;
-  mm::GatedDeltaNet layer(options);
+  mm::GatedDeltaNet layer(mm::bench::qwen3_5_9b_delta_net());
+  const int64_t hidden = layer->options().hidden_size;
   const int64_t seq = 2048;
-  const auto whole = torch::randn({1, seq, options.hidden_size}) * 0.5;
-  const auto upstream_whole = torch::randn({1, seq, options.hidden_size});
+  const auto whole = torch::randn({1, seq, hidden}) * 0.5;
+  const auto upstream_whole = torch::randn({1, seq, hidden});
   std::shared_ptr<const mm::SequenceSplit> split;
-  if (world > 1) split = mm::parallel::sequence_splitter(groups)({0, seq}, /*causal=*/true);
+  if (ranks.world > 1) split = mm::parallel::sequence_splitter(groups)({0, seq}, /*causal=*/true);
   const auto x = (split ? split->take(whole, 1) : whole).clone().requires_grad_(true);
   const auto upstream = split ? split->take(upstream_whole, 1) : upstream_whole;
   const double rss_before = mm::bench::rss_now_mb();
@@ -68,15 +54,9 @@ int main(int argc, char** argv) {
   const double ms = mm::bench::median_ms(step, steps);
   double all_to_all_ms = 0;
   for (size_t i = 1; i < all_to_all.size(); ++i) all_to_all_ms += all_to_all[i] / static_cast<double>(all_to_all.size() - 1);
-  auto peaks = torch::zeros({world}, torch::kFloat64);
-  peaks[rank] = mm::bench::peak_rss_mb() - rss_before;
-  if (groups.cp) {
-    std::vector<at::Tensor> buffer{peaks};
-    groups.cp->allreduce(buffer)->wait();
-  }
-  if (rank != 0) return 0;
-  std::vector<double> per_rank(peaks.data_ptr<double>(), peaks.data_ptr<double>() + world);
-  nlohmann::ordered_json out{{"impl", "mmtrain"}, {"cp", world}, {"tokens", seq}, {"ms_per_step", ms},
+  const auto per_rank = ranks.from_every_rank(mm::bench::peak_rss_mb() - rss_before);
+  if (ranks.rank != 0) return 0;
+  nlohmann::ordered_json out{{"impl", "mmtrain"}, {"cp", ranks.world}, {"tokens", seq}, {"ms_per_step", ms},
                              {"all_to_all_wait_ms", all_to_all_ms}, {"tokens_per_s", seq * 1e3 / ms},
                              {"layer_rss_mb_per_rank", per_rank},
                              {"max_layer_rss_mb", *std::max_element(per_rank.begin(), per_rank.end())}};
