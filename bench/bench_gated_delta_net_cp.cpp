@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   };
   const double ms = mm::bench::median_ms(step, steps);
   double all_to_all_ms = 0;
-  for (size_t i = 1; i < all_to_all.size(); ++i) all_to_all_ms += all_to_all[i] / static_cast<double>(all_to_all.size() - 1);
+  for (size_t i = 1; i < all_to_all.size(); ++i)
+    all_to_all_ms += all_to_all[i] / static_cast<double>(all_to_all.size() - 1);
   const auto per_rank = ranks.from_every_rank(mm::bench::peak_rss_mb() - rss_before);
   if (ranks.rank != 0) return 0;
   nlohmann::ordered_json out{{"impl", "mmtrain"}, {"cp", ranks.world}, {"tokens", seq}, {"ms_per_step", ms},

@@ -261,10 +261,12 @@ void step_host_syncs() {
   int64_t elsewhere = 0, at_end = 0;
   // The generic step (train/train_step.cpp), not the lambdas inside train_step functions.
   auto is_the_end = [](const std::string& site) {
-    return site.rfind("mm::train_step(std::vector<mm::MicroBatchCounts", 0) == 0 && site.find("{lambda") == std::string::npos;
+    return site.rfind("mm::train_step(std::vector<mm::MicroBatchCounts", 0) == 0 &&
+           site.find("{lambda") == std::string::npos;
   };
   for (const auto& [site, n] : syncs) (is_the_end(site) ? at_end : elsewhere) += n;
-  report(name, elsewhere == 0, {{"steps", 3}, {"syncs_at_the_end", at_end}, {"syncs_elsewhere", elsewhere}, {"sites", syncs}});
+  report(name, elsewhere == 0,
+         {{"steps", 3}, {"syncs_at_the_end", at_end}, {"syncs_elsewhere", elsewhere}, {"sites", syncs}});
 }
 
 // The Wan DiT's training step on CUDA as video training takes it (noise and timestep drawn on the
@@ -938,7 +940,8 @@ int bf16_fidelity(const fs::path& dir) {
   inputs.input_ids = inputs_file.tensor("input_ids").clone();
   inputs.pixel_values = inputs_file.tensor("pixel_values").clone();
   inputs.image_grid_thw = inputs_file.tensor("image_grid_thw").clone();
-  for (const auto& [name, dtype] : {std::pair<std::string, torch::Dtype>{"fp32", torch::kFloat32}, {"bf16", torch::kBFloat16}}) {
+  using Named = std::pair<std::string, torch::Dtype>;
+  for (const auto& [name, dtype] : {Named{"fp32", torch::kFloat32}, Named{"bf16", torch::kBFloat16}}) {
     auto model = mm::QwenVLForConditionalGenerationImpl::from_pretrained(dir / "model", dtype, kCuda);
     model->eval();
     torch::NoGradGuard no_grad;

@@ -111,7 +111,8 @@ TEST(GpuCheck, ItsSourceListLinksAndHoldsNothingUnneeded) {
   std::map<std::string, ObjectSymbols> objects;
   // The program's own sources (tests/gpu/), then the library sources it lists.
   for (const char* own : {"gpu_check.cpp", "host_sync_counter.cpp"})
-    objects[std::string("tests/gpu/") + own] = symbols_of(build / "tests/CMakeFiles/gpu_check.dir/gpu" / (std::string(own) + ".o"));
+    objects[std::string("tests/gpu/") + own] =
+        symbols_of(build / "tests/CMakeFiles/gpu_check.dir/gpu" / (std::string(own) + ".o"));
   for (const auto& source : listed_sources()) {
     const auto object = build / "CMakeFiles/mmtrain_lib.dir" / (source + ".o");
     ASSERT_TRUE(fs::exists(object)) << object << ": the object of a listed source is not in this build";

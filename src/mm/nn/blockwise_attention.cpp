@@ -35,7 +35,8 @@ at::Tensor scores_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   if (allowed.defined()) {
     MM_CHECK(allowed.dim() == 2 && allowed.size(0) == q.size(2) && allowed.size(1) == k.size(2), "attention: allowed ",
              allowed.sizes(), " must be [", q.size(2), ", ", k.size(2), "]");
-    scores = scores.masked_fill(to_device_async(allowed, scores.device()).logical_not(), -std::numeric_limits<double>::infinity());
+    scores = scores.masked_fill(to_device_async(allowed, scores.device()).logical_not(),
+                                -std::numeric_limits<double>::infinity());
   }
   return scores;
 }

@@ -93,7 +93,8 @@ torch::Tensor load_balancing_loss(const std::vector<torch::Tensor>& router_logit
   auto probability = torch::zeros({num_experts}, options);
   auto rows = torch::zeros({}, options);
   torch::Tensor mask;  // [batch * seq] fp32, one per token row of every layer
-  if (attention_mask.defined()) mask = to_device_async(attention_mask.reshape(-1), options.device()).to(torch::kFloat32);
+  if (attention_mask.defined())
+    mask = to_device_async(attention_mask.reshape(-1), options.device()).to(torch::kFloat32);
   // Layer by layer, as transformers accumulates, so the sums round as theirs do.
   for (const auto& layer : router_logits) {
     MM_CHECK(layer.dim() == 2 && layer.size(1) == num_experts, "load_balancing_loss: router logits must be [tokens, ",

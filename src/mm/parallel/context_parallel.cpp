@@ -61,9 +61,7 @@ SequenceSplitter sequence_splitter(const ContextParallelGroups& groups) {
           .index_select(2, host_values_on(inverse, x.device()));
     };
     split->from_heads = [group = groups.cp, sizes, order](const at::Tensor& x) {
-      return ulysses_gather_heads(
-          x.index_select(2, host_values_on(order, x.device())), sizes,
-          group);
+      return ulysses_gather_heads(x.index_select(2, host_values_on(order, x.device())), sizes, group);
     };
     split->sum = [group = groups.cp, world](const at::Tensor& x) {
       at::NoGradGuard no_grad;

@@ -263,8 +263,8 @@ class VideoTrainingTask : public TrainingTask {
       noise.push_back(at::randn(b.latents[j].sizes(), generator, b.latents.options().device(at::kCPU)));
       u.push_back(sample_timestep_density(config_.flow_matching, 1, generator));
     }
-    const auto target =
-        make_flow_matching_batch(config_.flow_matching, b.latents, to_device_async(at::stack(noise), b.latents.device()), at::cat(u));
+    const auto target = make_flow_matching_batch(config_.flow_matching, b.latents,
+                                                 to_device_async(at::stack(noise), b.latents.device()), at::cat(u));
     // Image to video: the condition channels after the noisy latents, as the pipeline's input.
     const auto input = b.condition.defined() ? at::cat({target.noisy, b.condition.to(target.noisy.dtype())}, 1)
                                              : target.noisy;

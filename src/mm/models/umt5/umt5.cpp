@@ -129,7 +129,8 @@ torch::Tensor UMT5StackImpl::forward(const torch::Tensor& embeds, const torch::T
                  attention_mask.size(1) == embeds.size(1),
              "umT5: attention_mask must be [batch, seq] = [", embeds.size(0), ", ", embeds.size(1), "], got ",
              attention_mask.sizes());
-    const auto keep = to_device_async(attention_mask, embeds.device()).to(torch::kBool).view({embeds.size(0), 1, 1, embeds.size(1)});
+    const auto keep =
+        to_device_async(attention_mask, embeds.device()).to(torch::kBool).view({embeds.size(0), 1, 1, embeds.size(1)});
     mask = torch::zeros(keep.sizes(), embeds.options()).masked_fill(keep.logical_not(), lowest_of(embeds.scalar_type()));
   }
   auto h = embeds;
