@@ -132,7 +132,7 @@ torch::Tensor Qwen2_5_VisionTransformerImpl::forward(const torch::Tensor& pixel_
 
   // Patches regrouped window by window (whole merge units move together), and their rotary
   // positions with them.
-  const torch::Tensor unit_order = host_values_on(layout.window_index, device);
+  const torch::Tensor unit_order = to_device_async(window_index, device);
   const torch::Tensor embedded = patch_embed(pixel_values);
   torch::Tensor hidden =
       embedded.view({num_units, unit, -1}).index_select(0, unit_order).view({layout.num_patches, -1});
