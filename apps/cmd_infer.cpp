@@ -149,7 +149,7 @@ void add_infer_command(CLI::App& app) {
   options->generation.max_new_tokens = 128;
   CLI::App* cmd = app.add_subcommand(
       "infer", "Answer a prompt about images and videos with a vision-language model (`mmtrain models` lists "
-               "them); `infer t2v` generates a video from text");
+               "them); `infer t2v` generates a video from text, `infer i2v` from an image");
   cmd->add_option("--model", options->model, "Hugging Face model directory")->check(CLI::ExistingDirectory);
   cmd->add_option("--image", options->images, "Image file (JPEG, PNG, WebP); repeat for several")->check(CLI::ExistingFile);
   cmd->add_option("--video", options->videos, "Video file (anything FFmpeg reads); repeat for several")->check(CLI::ExistingFile);
@@ -183,8 +183,8 @@ void add_infer_command(CLI::App& app) {
   cmd->add_flag("--show-prompt", options->show_prompt, "Print the rendered chat prompt to stderr");
   add_video_infer_commands(*cmd);
   cmd->callback([cmd, options] {
-    if (!cmd->get_subcommands().empty()) return;  // `infer t2v` ran instead
-    // A usage error (exit status 2), as the option's required() would give without `infer t2v`.
+    if (!cmd->get_subcommands().empty()) return;  // `infer t2v` or `infer i2v` ran instead
+    // A usage error (exit status 2), as the option's required() would give without the video commands.
     if (options->model.empty()) throw CLI::RequiredError("--model");
     run_infer(*options);
   });

@@ -1,7 +1,8 @@
 // `mmtrain infer t2v`: sample a video from a text prompt with a video-generation pipeline (Wan)
 // and write it as an mp4 (and, with --frames-dir, as PNG
 // frames). With --image (and --last-image for first-last-frame models) and an image-to-video
-// pipeline, the video starts from that image.
+// pipeline, the video starts from that image. `mmtrain infer i2v` is the same command with
+// --image required, the name docs/DESIGN.md gives image to video.
 #include <torch/torch.h>
 
 #include <iostream>
@@ -21,6 +22,7 @@ namespace mm::cli {
 namespace {
 
 struct VideoInferOptions {
+  std::string command;  // "mmtrain infer t2v" or "mmtrain infer i2v", for errors
   std::string model;
   std::string prompt;
   std::string size = "832x480";
@@ -53,7 +55,7 @@ std::pair<int64_t, int64_t> parse_size(const std::string& text) {
   }
 }
 
-void run_t2v(VideoInferOptions& o) {
+void run_video(VideoInferOptions& o) {
   if (o.threads > 0) torch::set_num_threads(o.threads);
   MM_CHECK(!o.prompt.empty(), "--prompt: required");
   const at::ScalarType dtype = dtype_option(o.dtype);
@@ -66,7 +68,7 @@ void run_t2v(VideoInferOptions& o) {
   check_video_output_path(o.output);
   const c10::Device device = resolve_device(o.device, "--device");
   const ModelSpec& spec =
-      model_spec_of(o.model, {ModelKind::text_to_video, ModelKind::image_to_video}, "mmtrain infer t2v");
+      model_spec_of(o.model, {ModelKind::text_to_video, ModelKind::image_to_video}, o.command);
   VideoRequest request;
   request.model = o.model;
   request.transformer = o.transformer;
@@ -88,18 +90,20 @@ void run_t2v(VideoInferOptions& o) {
             << written.codec << "\n";
 }
 
-}  // namespace
-
-void add_video_infer_commands(CLI::App& infer) {
+// One video command: `name` is t2v or i2v; i2v requires --image (which pipelines take it is the
+// pipeline's to say: a WanImageToVideoPipeline, or a TI2V WanPipeline).
+void add_video_command(CLI::App& infer, const std::string& name, const std::string& description, bool image_required) {
   auto options = std::make_shared<VideoInferOptions>();
+  options->command = "mmtrain infer " + name;
   options->sampling.steps = 50;
-  CLI::App* cmd = infer.add_subcommand(
-      "t2v", "Text (and, with --image, image) to video with a diffusers pipeline (`mmtrain models` lists them); writes an mp4");
+  CLI::App* cmd = infer.add_subcommand(name, description);
   cmd->add_option("--model", options->model, "diffusers pipeline directory (e.g. WanPipeline, WanImageToVideoPipeline)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt", options->prompt, "What the video shows")->required();
-  cmd->add_option("--image", options->image,
-                  "First frame (JPEG/PNG/WebP), for an image-to-video pipeline (WanImageToVideoPipeline)")
-      ->check(CLI::ExistingFile);
+  CLI::Option* image = cmd->add_option(
+      "--image", options->image,
+      "First frame (JPEG/PNG/WebP), for an image-to-video pipeline (WanImageToVideoPipeline, or Wan2.2 TI2V)");
+  image->check(CLI::ExistingFile);
+  if (image_required) image->required();
   cmd->add_option("--last-image", options->last_image, "Last frame, for first-last-frame models (Wan2.1 FLF2V)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--negative-prompt", options->sampling.negative_prompt, "What to steer away from (with --guidance > 1)");
@@ -120,7 +124,20 @@ void add_video_infer_commands(CLI::App& infer) {
   cmd->add_option("--dtype", options->dtype, "Weights and compute dtype: fp32 or bf16")->capture_default_str();
   cmd->add_option("--device", options->device, "auto (a GPU when there is one), cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0 = libtorch's default)")->capture_default_str();
-  cmd->callback([options] { run_t2v(*options); });
+  cmd->callback([options] { run_video(*options); });
+}
+
+}  // namespace
+
+void add_video_infer_commands(CLI::App& infer) {
+  add_video_command(infer, "t2v",
+                    "Text (and, with --image, image) to video with a diffusers pipeline (`mmtrain models` lists "
+                    "them); writes an mp4",
+                    /*image_required=*/false);
+  add_video_command(infer, "i2v",
+                    "Image to video: infer t2v with --image required (WanImageToVideoPipeline, Wan2.2 TI2V); "
+                    "writes an mp4",
+                    /*image_required=*/true);
 }
 
 }  // namespace mm::cli

@@ -4,7 +4,7 @@
 // the decoded video of a 4-step sample from the same seed and image within 1e-3, for Wan2.1-I2V
 // (CLIP tokens, mask + image latent channels, guidance, two prompts), Wan2.1 FLF2V (first and last
 // frame), Wan2.2 A14B I2V (two experts, no CLIP) and Wan2.2 TI2V (expand_timesteps). Then
-// `mmtrain infer t2v --image` writes an mp4 of the right frames and size, and wrong pipelines and
+// `mmtrain infer t2v --image` (and `infer i2v`) writes an mp4 of the right frames and size, and wrong pipelines and
 // inputs are refused by name.
 #include <fstream>
 
@@ -132,9 +132,10 @@ TEST(WanI2V, CliWritesVideoFromImage) {
   EXPECT_EQ(stream.at("width").get<int>(), 48);
   EXPECT_EQ(stream.at("height").get<int>(), 32);
 
-  // TI2V (expand_timesteps) from the CLI too.
+  // TI2V (expand_timesteps, a WanPipeline that takes an image) from the CLI too, through `infer i2v`
+  // (infer t2v with --image required).
   const auto ti2v = dir / "ti2v.mp4";
-  auto [s3, o3] = run_command(kMmtrain + " infer t2v --model " + (case_dir("ti2v") / "pipeline").string() +
+  auto [s3, o3] = run_command(kMmtrain + " infer i2v --model " + (case_dir("ti2v") / "pipeline").string() +
                               " --image " + (case_dir("ti2v") / "image.png").string() +
                               " --prompt 'a yellow shape' --frames 5 --size 64x64 --steps 2 -o " + ti2v.string());
   ASSERT_EQ(s3, 0) << o3;
@@ -151,6 +152,15 @@ TEST(WanI2V, CliWritesVideoFromImage) {
                               " --prompt x --frames 5 --size 64x64 --steps 1 -o " + (dir / "y.mp4").string());
   EXPECT_NE(s5, 0);
   EXPECT_NE(o5.find("is a WanPipeline (text to video)"), std::string::npos) << o5;
+  auto [s6, o6] = run_command(kMmtrain + " infer i2v --model " + pipeline.string() + " --prompt x -o " +
+                              (dir / "z.mp4").string());
+  EXPECT_EQ(s6, 2) << o6;  // a usage error, before anything loads
+  EXPECT_NE(o6.find("--image is required"), std::string::npos) << o6;
+  // The chat command given this pipeline names the command that runs it.
+  auto [s7, o7] = run_command(kMmtrain + " infer --model " + pipeline.string() + " --prompt x");
+  EXPECT_EQ(s7, 1) << o7;
+  EXPECT_NE(o7.find("is an image-to-video model"), std::string::npos) << o7;
+  EXPECT_NE(o7.find("use mmtrain infer i2v"), std::string::npos) << o7;
 }
 
 TEST(WanI2V, BrokenPipelinesAndInputsAreNamed) {

@@ -129,8 +129,8 @@ std::string held_keys(KeyFiles& files) {
 std::string command_for(ModelKind kind) {
   switch (kind) {
     case ModelKind::vision_language: return "mmtrain infer / mmtrain eval";
-    case ModelKind::text_to_video:
-    case ModelKind::image_to_video: return "mmtrain infer t2v";
+    case ModelKind::text_to_video: return "mmtrain infer t2v";
+    case ModelKind::image_to_video: return "mmtrain infer i2v";
   }
   return "";
 }
@@ -151,7 +151,7 @@ std::string ModelKey::describe() const { return str_cat(file, " ", field, ": ", 
 std::string ModelSpec::commands() const {
   std::vector<std::string> parts;
   if (open_chat) parts.push_back("infer, eval");
-  if (generate_video) parts.push_back(kind == ModelKind::image_to_video ? "infer t2v --image [--last-image]" : "infer t2v");
+  if (generate_video) parts.push_back(kind == ModelKind::image_to_video ? "infer i2v [--last-image]" : "infer t2v");
   if (train) parts.push_back("train (task: " + train_task + ")");
   if (extract) parts.push_back("extract");
   if (export_checkpoint) parts.push_back("export and convert of its training checkpoints");
@@ -185,8 +185,9 @@ const ModelSpec& model_spec_of(const fs::path& dir, const std::vector<ModelKind>
   const ModelSpec& spec = model_spec_of(dir);
   for (const auto kind : kinds)
     if (spec.kind == kind) return spec;
-  fail(dir.string(), " is a ", to_string(spec.kind), " model (", spec.family, ", ", spec.key.describe(), "); ", command,
-       " does not run it: use ", command_for(spec.kind));
+  const std::string kind_name = to_string(spec.kind);
+  fail(dir.string(), kind_name[0] == 'i' ? " is an " : " is a ", kind_name, " model (", spec.family, ", ",
+       spec.key.describe(), "); ", command, " does not run it: use ", command_for(spec.kind));
 }
 
 const ModelSpec& model_spec_of_checkpoint(const fs::path& checkpoint_dir) {

@@ -1,6 +1,6 @@
 // The model registry: every model family mmtrain runs, keyed by what its directory itself says
 // (config.json model_type for transformers models, model_index.json _class_name for diffusers
-// pipelines), with what each command does with it. `train`, `infer`, `infer t2v`, `eval`,
+// pipelines), with what each command does with it. `train`, `infer`, `infer t2v`/`i2v`, `eval`,
 // `extract`, `export`, `convert` and `models` dispatch through it and name no family; adding a
 // family is its models/<family>/ folder, its tasks glue and one entry in model_registry.cpp.
 //
@@ -50,7 +50,7 @@ struct ModelSpec {
   std::function<std::unique_ptr<VisionLanguageChat>(const std::filesystem::path& dir, at::ScalarType dtype,
                                                     c10::Device device)>
       open_chat;
-  // `infer t2v`: one video from a pipeline directory.
+  // `infer t2v` and `infer i2v`: one video from a pipeline directory.
   std::function<SampledVideo(const VideoRequest& request)> generate_video;
   // `train`: a run config (already merged with its overrides) trained to the end.
   std::function<TrainSummary(const YAML::Node& root, const std::string& file)> train;
