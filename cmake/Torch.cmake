@@ -32,6 +32,13 @@ if(EXISTS "${MM_TORCH_DIR}/lib/libtorch_cuda.so")
 endif()
 target_link_libraries(mm_torch INTERFACE ${_mm_torch_libs})
 target_link_options(mm_torch INTERFACE "-Wl,-rpath,${MM_TORCH_DIR}/lib")
+# The system's libstdc++ first in the symbol search order, before libtorch. The torch 2.11 wheels
+# (built with a newer GCC against an old libstdc++) carry and export their own copy of
+# std::filesystem, whose remove_all calls recursive_directory_iterator::__erase, a GCC 13 function
+# they leave weak and undefined: with an older libstdc++ (Debian 12's GCC 12) every remove_all in
+# the process, ours and torch's, jumped to address 0. The order of a program's DT_NEEDED entries
+# is the search order, and link options come before the libraries on the link line.
+target_link_options(mm_torch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
 if(EXISTS "${MM_TORCH_DIR}/include/gloo")
   target_compile_definitions(mm_torch INTERFACE USE_C10D_GLOO)
 endif()
