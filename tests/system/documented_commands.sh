@@ -63,11 +63,17 @@ for path in runs/shapes/final/config.json out/shapes-hf/config.json red_circle.m
   [ -e "$work/$path" ] || { echo "FAILED: the documented commands left no $path"; exit 1; }
 done
 
-# Every command of README's usage block exists and answers --help.
-awk '/^```$/ { inblock = !inblock; next } inblock && /^mmtrain [a-z]/' "$src/README.md" |
-  while read -r _ sub rest; do
-    words="$sub"
-    case "$rest" in t2v*|synth*) words="$sub ${rest%% *}" ;; esac
-    "$real" $words --help > /dev/null || { echo "FAILED: mmtrain $words --help"; exit 1; }
-  done
+# Every command of README's usage block (its plain ``` blocks; a ```sh fence opens a block too, so
+# each fence line toggles) exists and answers --help.
+usage=$(awk '/^```/ { if (inblock) inblock = 0; else { inblock = 1; plain = ($0 == "```") } next }
+             inblock && plain && /^mmtrain [a-z]/' "$src/README.md")
+checked=0
+while read -r _ sub rest; do
+  words="$sub"
+  case "$rest" in t2v*|i2v*|synth*) words="$sub ${rest%% *}" ;; esac
+  "$real" $words --help > /dev/null || { echo "FAILED: mmtrain $words --help"; exit 1; }
+  checked=$((checked + 1))
+done <<< "$usage"
+[ "$checked" -ge 10 ] || { echo "FAILED: only $checked commands found in README's usage block"; exit 1; }
+echo "README's usage block: $checked commands answer --help"
 echo "all documented command blocks ran ($blocks)"
